@@ -1,0 +1,4 @@
+package bus
+
+// Bus is the kernel's event bus. (Implementation in progress.)
+type Bus struct{}

@@ -1,0 +1,123 @@
+// Package core is the host side of Shoal: the provider boundary, the router
+// that maps shoal:// URIs to providers, and the services providers share.
+// It knows no resource family by name; every family, built in or loaded
+// from a WebAssembly plugin, is a [Provider].
+package core
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/shoal-sh/shoal/core/uri"
+	"github.com/shoal-sh/shoal/core/value"
+)
+
+// Provider serves one resource family: every shoal://{family}/… URI.
+type Provider interface {
+	// Family is the URI host part this provider owns, e.g. "out".
+	Family() string
+	// Templates are the URI templates the provider advertises, in order.
+	Templates() []Template
+	// List returns the live entries the caller may see (roots first).
+	List(ctx context.Context, c *Caller) ([]Resource, error)
+	// Read resolves one URI. The router has already parsed and decoded it;
+	// the provider must not apply path, slice, format or elision itself:
+	// it returns the whole content and the router does the rest.
+	Read(ctx context.Context, c *Caller, u *uri.URI) (*Content, error)
+}
+
+// Subscribable is implemented by providers whose URIs map to event
+// channels. Channel reports the channel for u, or false when u is not
+// subscribable.
+type Subscribable interface {
+	Channel(u *uri.URI) (string, bool)
+}
+
+// MethodProvider is implemented by providers that add kernel JSON-RPC
+// methods (exec, task.get, …). Method names must be unique across the
+// kernel; a duplicate is a start-up error.
+type MethodProvider interface {
+	Methods() map[string]Method
+}
+
+// Provisioner is implemented by providers that need host services. The
+// kernel calls Provision once, in registration order, before serving.
+type Provisioner interface {
+	Provision(h *Host) error
+}
+
+// SessionObserver is implemented by providers holding per-session state;
+// the kernel calls SessionClosed when a session ends so the provider can
+// kill processes and free memory.
+type SessionObserver interface {
+	SessionClosed(session string)
+}
+
+// Closer is implemented by providers with resources to release at kernel
+// stop (processes, files). Close must leave no child process behind.
+type Closer interface {
+	Close() error
+}
+
+// Method is one kernel JSON-RPC method. params is the raw params member
+// (may be nil). The result is marshalled with encoding/json. Errors should
+// be *rpc.Error values built from the code table; any other error is
+// reported as INTERNAL.
+type Method func(ctx context.Context, c *Caller, params json.RawMessage) (any, error)
+
+// Caller is who asks: the session and principal bound to the connection at
+// session.attach, and the grants the policy gives that principal. Providers
+// enforce visibility with it.
+type Caller struct {
+	Session   string
+	Principal string
+	Grants    Grants
+	// ConnID identifies the kernel connection (unique per kernel run).
+	ConnID uint64
+	// Notify sends a JSON-RPC notification on the caller's connection; nil
+	// when the caller has no connection (in-process calls).
+	Notify func(method string, params any) error
+}
+
+// Grants is the set of named grants a principal holds (EnvRead, Approve…).
+type Grants []string
+
+// Has reports whether the grant is held.
+func (g Grants) Has(name string) bool {
+	for _, x := range g {
+		if x == name {
+			return true
+		}
+	}
+	return false
+}
+
+// Template is one advertised URI template (RFC 6570).
+type Template struct {
+	URITemplate string `json:"uriTemplate"`
+	Name        string `json:"name"`
+	Description string `json:"description,omitempty"`
+	MimeType    string `json:"mimeType"`
+}
+
+// Resource is one listed resource.
+type Resource struct {
+	URI         string `json:"uri"`
+	Name        string `json:"name"`
+	Description string `json:"description,omitempty"`
+	MimeType    string `json:"mimeType"`
+}
+
+// Content is what a provider's Read returns: either a typed Value (the
+// router applies path, slice, format, elision and the 64 KiB text cap) or
+// a plain JSON Record (bounded the same way, no typed wire form).
+type Content struct {
+	Value  value.Value
+	Record any
+	// Ref is the short ref of the value (out:17, val:blake3:…), echoed in
+	// render/raw envelopes.
+	Ref string
+	// Marks flag the content for the reader, e.g. "secret-source" for a
+	// value read from an environment dump or a .env file.
+	Marks []string
+}

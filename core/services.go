@@ -1,0 +1,89 @@
+package core
+
+import (
+	"context"
+	"encoding/json"
+)
+
+// Names of the services providers offer each other through [Host].
+const (
+	ServiceJournal  = "journal"  // a Journal, offered by providers/journal
+	ServiceBlobs    = "blobs"    // a Blobs, offered by providers/val
+	ServiceExecutor = "executor" // an Executor, offered by providers/session
+	ServicePolicy   = "policy"   // a *policy.Policy, offered by the kernel
+)
+
+// JournalRow is one journal entry (SPEC J1). Rows are plain JSON.
+type JournalRow struct {
+	EntryID   uint64 `json:"entry_id"`
+	TS        int64  `json:"ts"`
+	Session   string `json:"session"`
+	Principal string `json:"principal"`
+	// Kind says what was journaled: exec, plan.apply, approval, pty.open.
+	Kind    string   `json:"kind"`
+	Head    string   `json:"head"`
+	Source  string   `json:"source"`
+	Effects []string `json:"effects"`
+	OK      bool     `json:"ok"`
+	Exit    int      `json:"exit"`
+	Ref     string   `json:"ref,omitempty"`
+	// DurationNS is how long the execution ran (0 when not an execution).
+	DurationNS int64 `json:"duration_ns,omitempty"`
+	// Transcript marks rows that also get a session.transcript event.
+	Transcript bool `json:"-"`
+}
+
+// Journal appends rows durably. Append returns after the row's commit
+// (group commit: concurrent appends share one transaction) with EntryID
+// and TS filled in; the journal and session.transcript events are
+// published after that commit. Source is redacted before it is stored.
+type Journal interface {
+	Append(ctx context.Context, row JournalRow) (JournalRow, error)
+}
+
+// Blobs is the content store: blake3-addressed, on disk, verified on read.
+type Blobs interface {
+	// Put stores data and returns its lowercase hex blake3 hash.
+	Put(data []byte) (string, error)
+	// Get returns the blob; a blob failing its hash check is a CORRUPT
+	// error and never returned.
+	Get(hash string) ([]byte, error)
+	// Has reports whether a blob is present.
+	Has(hash string) bool
+}
+
+// ExecRequest asks the session evaluator to run source.
+type ExecRequest struct {
+	Source     string `json:"source"`
+	TimeoutMS  int64  `json:"timeout_ms,omitempty"`
+	Background bool   `json:"background,omitempty"`
+	// Kind is the journal kind ("exec" by default, "plan.apply" for plans).
+	Kind string `json:"-"`
+	// SkipPolicy is set by plan.apply: the plan's verdict already holds.
+	SkipPolicy bool `json:"-"`
+	// PlanRef is the plan being applied, echoed in the journal row.
+	PlanRef string `json:"-"`
+}
+
+// ExecReply is an execution reply (SPEC X6).
+type ExecReply struct {
+	Ref         string          `json:"ref"`
+	URI         string          `json:"uri"`
+	OK          bool            `json:"ok"`
+	Exit        int             `json:"exit"`
+	DurationNS  int64           `json:"duration_ns"`
+	Effects     []string        `json:"effects"`
+	Preview     json.RawMessage `json:"preview,omitempty"`
+	PreviewText string          `json:"preview_text,omitempty"`
+	// ValRef is val:blake3:<hex> when the value lives in the content store.
+	ValRef string `json:"val_ref,omitempty"`
+	// Task is task:N when the execution became a task.
+	Task    string   `json:"task,omitempty"`
+	TaskURI string   `json:"task_uri,omitempty"`
+	Marks   []string `json:"marks,omitempty"`
+}
+
+// Executor runs source in the caller's session.
+type Executor interface {
+	Exec(ctx context.Context, c *Caller, req ExecRequest) (*ExecReply, error)
+}
