@@ -1,0 +1,272 @@
+package rpc
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"sync"
+	"sync/atomic"
+)
+
+// Handler serves one incoming request or notification. For a notification
+// the result is discarded. An error that is not an *Error is sent as
+// INTERNAL.
+type Handler func(ctx context.Context, method string, params json.RawMessage) (any, error)
+
+// ConnOptions configure a [Conn]. The zero value is a client that ignores
+// notifications and refuses requests.
+type ConnOptions struct {
+	// Handler serves requests from the peer; nil answers METHOD_NOT_FOUND.
+	Handler Handler
+	// OnNotify receives notifications from the peer, in arrival order, on
+	// the read goroutine: it must not block for long.
+	OnNotify func(method string, params json.RawMessage)
+	// MaxFrame bounds incoming frames (DefaultMaxFrame if zero).
+	MaxFrame int
+	// Serial serves requests one at a time in arrival order instead of each
+	// in its own goroutine.
+	Serial bool
+}
+
+// Conn is one JSON-RPC connection. It can serve requests and make calls at
+// the same time; writes are serialized, reads happen on the goroutine that
+// runs [Conn.Run].
+type Conn struct {
+	rwc  io.ReadWriteCloser
+	opts ConnOptions
+
+	wmu sync.Mutex
+
+	mu      sync.Mutex
+	pending map[string]chan *Message
+	closed  bool
+	nextID  atomic.Uint64
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan struct{}
+	runErr error
+	wg     sync.WaitGroup
+}
+
+// ErrClosed is returned by calls on a closed connection.
+var ErrClosed = errors.New("connection closed")
+
+// NewConn wraps rwc. Call Run (usually in its own goroutine) to start
+// reading.
+func NewConn(rwc io.ReadWriteCloser, opts ConnOptions) *Conn {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Conn{rwc: rwc, opts: opts, pending: map[string]chan *Message{}, ctx: ctx, cancel: cancel, done: make(chan struct{})}
+}
+
+// Context is cancelled when the connection ends; request handlers get a
+// context derived from it.
+func (c *Conn) Context() context.Context { return c.ctx }
+
+// Done is closed when Run has returned and every handler has finished.
+func (c *Conn) Done() <-chan struct{} { return c.done }
+
+// Run reads frames until the peer closes the stream or Close is called. It
+// returns nil on a clean end of stream.
+func (c *Conn) Run() error {
+	defer func() {
+		c.cancel()
+		c.mu.Lock()
+		c.closed = true
+		for id, ch := range c.pending {
+			close(ch)
+			delete(c.pending, id)
+		}
+		c.mu.Unlock()
+		c.wg.Wait()
+		c.rwc.Close()
+		close(c.done)
+	}()
+	fr := NewFrameReader(c.rwc, c.opts.MaxFrame)
+	for {
+		frame, err := fr.Next()
+		if errors.Is(err, ErrFrameTooLarge) {
+			c.writeError(nil, Errorf(TooLarge, "frame longer than %d bytes was skipped", c.maxFrame()))
+			continue
+		}
+		if err != nil {
+			if errors.Is(err, io.EOF) || c.ctx.Err() != nil {
+				return nil
+			}
+			c.runErr = err
+			return err
+		}
+		m, id, rerr := Decode(frame)
+		if rerr != nil {
+			c.writeError(id, rerr)
+			continue
+		}
+		switch {
+		case m.IsResponse():
+			c.deliver(m)
+		case m.IsNotification():
+			if c.opts.OnNotify != nil {
+				c.opts.OnNotify(m.Method, m.Params)
+			} else if c.opts.Handler != nil {
+				c.serve(m)
+			}
+		default:
+			c.serve(m)
+		}
+	}
+}
+
+func (c *Conn) maxFrame() int {
+	if c.opts.MaxFrame > 0 {
+		return c.opts.MaxFrame
+	}
+	return DefaultMaxFrame
+}
+
+func (c *Conn) serve(m *Message) {
+	run := func() {
+		var result any
+		var err error
+		if c.opts.Handler == nil {
+			err = Errorf(MethodNotFound, "this peer serves no methods")
+		} else {
+			result, err = c.safeHandle(m)
+		}
+		if m.ID == nil {
+			return
+		}
+		if err != nil {
+			c.writeError(m.ID, AsError(err))
+			return
+		}
+		raw, merr := json.Marshal(result)
+		if merr != nil {
+			c.writeError(m.ID, Errorf(Internal, "encode result of %s: %v", m.Method, merr))
+			return
+		}
+		if werr := c.write(&Message{JSONRPC: "2.0", ID: m.ID, Result: raw}); werr != nil {
+			return
+		}
+	}
+	if c.opts.Serial {
+		run()
+		return
+	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		run()
+	}()
+}
+
+func (c *Conn) safeHandle(m *Message) (result any, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = Errorf(Internal, "method %s panicked: %v", m.Method, p)
+		}
+	}()
+	return c.opts.Handler(c.ctx, m.Method, m.Params)
+}
+
+func (c *Conn) deliver(m *Message) {
+	key := string(m.ID)
+	c.mu.Lock()
+	ch, ok := c.pending[key]
+	delete(c.pending, key)
+	c.mu.Unlock()
+	if ok {
+		ch <- m
+	}
+}
+
+func (c *Conn) writeError(id json.RawMessage, e *Error) {
+	if id == nil {
+		id = json.RawMessage("null")
+	}
+	_ = c.write(&Message{JSONRPC: "2.0", ID: id, Error: e})
+}
+
+func (c *Conn) write(m *Message) error {
+	b, err := Encode(m)
+	if err != nil {
+		return err
+	}
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if c.ctx.Err() != nil {
+		return ErrClosed
+	}
+	if _, err := c.rwc.Write(b); err != nil {
+		c.cancel()
+		return fmt.Errorf("write frame: %w", err)
+	}
+	return nil
+}
+
+// Notify sends a notification.
+func (c *Conn) Notify(method string, params any) error {
+	raw, err := json.Marshal(params)
+	if err != nil {
+		return fmt.Errorf("encode params of %s: %w", method, err)
+	}
+	return c.write(&Message{JSONRPC: "2.0", Method: method, Params: raw})
+}
+
+// Call sends a request and waits for its response, decoding the result
+// into result (unless result is nil). A peer error is returned as *Error.
+func (c *Conn) Call(ctx context.Context, method string, params, result any) error {
+	var raw json.RawMessage
+	if params != nil {
+		b, err := json.Marshal(params)
+		if err != nil {
+			return fmt.Errorf("encode params of %s: %w", method, err)
+		}
+		raw = b
+	}
+	id := json.RawMessage(strconv.FormatUint(c.nextID.Add(1), 10))
+	ch := make(chan *Message, 1)
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return ErrClosed
+	}
+	c.pending[string(id)] = ch
+	c.mu.Unlock()
+	if err := c.write(&Message{JSONRPC: "2.0", ID: id, Method: method, Params: raw}); err != nil {
+		c.mu.Lock()
+		delete(c.pending, string(id))
+		c.mu.Unlock()
+		return err
+	}
+	select {
+	case m, ok := <-ch:
+		if !ok {
+			return ErrClosed
+		}
+		if m.Error != nil {
+			return m.Error
+		}
+		if result != nil {
+			if err := json.Unmarshal(m.Result, result); err != nil {
+				return fmt.Errorf("decode result of %s: %w", method, err)
+			}
+		}
+		return nil
+	case <-ctx.Done():
+		c.mu.Lock()
+		delete(c.pending, string(id))
+		c.mu.Unlock()
+		return ctx.Err()
+	case <-c.ctx.Done():
+		return ErrClosed
+	}
+}
+
+// Close ends the connection; Run returns soon after.
+func (c *Conn) Close() error {
+	c.cancel()
+	return c.rwc.Close()
+}

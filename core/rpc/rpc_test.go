@@ -1,0 +1,150 @@
+package rpc
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"testing"
+)
+
+func TestFrameReader(t *testing.T) {
+	in := "{\"a\":1}\n\n  \r\n{\"b\":2}\r\n" + strings.Repeat("x", 100) + "\n{\"c\":3}"
+	fr := NewFrameReader(strings.NewReader(in), 50)
+	var got []string
+	var tooLarge int
+	for {
+		f, err := fr.Next()
+		if errors.Is(err, ErrFrameTooLarge) {
+			tooLarge++
+			continue
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, string(f))
+	}
+	want := []string{`{"a":1}`, `{"b":2}`, `{"c":3}`}
+	if strings.Join(got, "|") != strings.Join(want, "|") || tooLarge != 1 {
+		t.Fatalf("frames %q, tooLarge %d", got, tooLarge)
+	}
+}
+
+var decodeTests = []struct {
+	in   string
+	code Code // 0 = ok
+	kind string
+}{
+	{`{"jsonrpc":"2.0","id":1,"method":"exec","params":{"source":"ls"}}`, 0, "request"},
+	{`{"jsonrpc":"2.0","id":"a","method":"x"}`, 0, "request"},
+	{`{"jsonrpc":"2.0","method":"events.event","params":{}}`, 0, "notification"},
+	{`{"jsonrpc":"2.0","id":1,"result":{}}`, 0, "response"},
+	{`{"jsonrpc":"2.0","id":1,"error":{"code":-32005,"message":"m"}}`, 0, "response"},
+	{`{"jsonrpc":"2.0","id":null,"method":"x"}`, 0, "request"},
+	{`not json`, ParseError, ""},
+	{`{"jsonrpc":"2.0",`, ParseError, ""},
+	{`[{"jsonrpc":"2.0","id":1,"method":"x"}]`, InvalidRequest, ""},
+	{`42`, InvalidRequest, ""},
+	{`{"id":1,"method":"x"}`, InvalidRequest, ""},
+	{`{"jsonrpc":"1.0","id":1,"method":"x"}`, InvalidRequest, ""},
+	{`{"jsonrpc":"2.0","id":{},"method":"x"}`, InvalidRequest, ""},
+	{`{"jsonrpc":"2.0","id":1,"method":""}`, InvalidRequest, ""},
+	{`{"jsonrpc":"2.0","id":1,"method":7}`, InvalidRequest, ""},
+	{`{"jsonrpc":"2.0","id":1,"method":"x","params":3}`, InvalidRequest, ""},
+	{`{"jsonrpc":"2.0"}`, InvalidRequest, ""},
+	{`{"jsonrpc":"2.0","id":1}`, InvalidRequest, ""},
+}
+
+func TestDecode(t *testing.T) {
+	for _, tt := range decodeTests {
+		m, _, err := Decode([]byte(tt.in))
+		if tt.code != 0 {
+			if err == nil || err.Code != tt.code {
+				t.Errorf("Decode(%s) err = %v; want %s", tt.in, err, tt.code.Name())
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("Decode(%s): %v", tt.in, err)
+			continue
+		}
+		kind := map[bool]string{true: "request"}[m.IsRequest()]
+		if m.IsNotification() {
+			kind = "notification"
+		}
+		if m.IsResponse() {
+			kind = "response"
+		}
+		if kind != tt.kind {
+			t.Errorf("Decode(%s) kind %q; want %q", tt.in, kind, tt.kind)
+		}
+	}
+}
+
+func FuzzDecode(f *testing.F) {
+	for _, tt := range decodeTests {
+		f.Add([]byte(tt.in))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m, _, err := Decode(b)
+		if err == nil && m == nil {
+			t.Fatal("nil message without error")
+		}
+		if err != nil && err.Code.Name() == "ERROR" {
+			t.Fatalf("uncoded error %v", err)
+		}
+		// Whatever arrives in one line, the frame reader never panics.
+		fr := NewFrameReader(strings.NewReader(string(b)), 64)
+		for i := 0; i < 100; i++ {
+			if _, err := fr.Next(); err == io.EOF {
+				break
+			}
+		}
+	})
+}
+
+func TestConnCallAndErrors(t *testing.T) {
+	a, b := net.Pipe()
+	server := NewConn(a, ConnOptions{Handler: func(ctx context.Context, method string, params json.RawMessage) (any, error) {
+		switch method {
+		case "echo":
+			return params, nil
+		case "fail":
+			return nil, Errorf(BadPath, "field %q not found", "x")
+		case "boom":
+			panic("kaboom")
+		}
+		return nil, Errorf(MethodNotFound, "no method %s", method)
+	}})
+	var notes []string
+	client := NewConn(b, ConnOptions{OnNotify: func(method string, params json.RawMessage) { notes = append(notes, method) }})
+	go server.Run()
+	go client.Run()
+	defer func() {
+		client.Close()
+		server.Close()
+		<-client.Done()
+		<-server.Done()
+	}()
+	ctx := context.Background()
+	var got map[string]int
+	if err := client.Call(ctx, "echo", map[string]int{"n": 7}, &got); err != nil || got["n"] != 7 {
+		t.Fatalf("echo: %v %v", got, err)
+	}
+	err := client.Call(ctx, "fail", nil, nil)
+	var re *Error
+	if !errors.As(err, &re) || re.Code != BadPath || re.Data.(map[string]any)["name"] != "BAD_PATH" {
+		t.Fatalf("fail: %#v", err)
+	}
+	if err := client.Call(ctx, "boom", nil, nil); CodeOf(err) != Internal {
+		t.Fatalf("boom: %v", err)
+	}
+	if err := client.Call(ctx, "nope", nil, nil); CodeOf(err) != MethodNotFound {
+		t.Fatalf("nope: %v", err)
+	}
+}
