@@ -106,6 +106,9 @@ type Resource struct {
 	Name        string `json:"name"`
 	Description string `json:"description,omitempty"`
 	MimeType    string `json:"mimeType"`
+	// Root marks a stable root (shoal://jobs); the router lists roots
+	// before live entries.
+	Root bool `json:"-"`
 }
 
 // Content is what a provider's Read returns: either a typed Value (the

@@ -270,3 +270,7 @@ func (c *Conn) Close() error {
 	c.cancel()
 	return c.rwc.Close()
 }
+
+// ErrClosedError is the coded form of ErrClosed, for handlers whose
+// connection ended under them.
+func ErrClosedError() *Error { return Errorf(Unavailable, "the connection is closing") }
