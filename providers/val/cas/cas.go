@@ -1,0 +1,444 @@
+// Package cas is Shoal's content store: immutable blobs named by the blake3
+// hash of their bytes, kept as plain files under the state directory.
+//
+// # Layout
+//
+// A blob with hash abcd…(64 lowercase hex) lives at dir/ab/cd/abcd…. Writes
+// go to dir/tmp first and are renamed into place after an fsync, so a blob
+// file either holds its complete bytes or does not exist; two writers of the
+// same bytes race harmlessly to the same name. Blobs that fail their hash
+// check are moved to dir/quarantine and never served.
+//
+// # Integrity
+//
+// Every read hashes what it returns: [Store.Get] before returning, the reader
+// from [Store.Open] as it streams (the mismatch surfaces at EOF). A mismatch is
+// a CORRUPT kernel error.
+//
+// # Garbage collection
+//
+// [Store.GC] removes blobs nobody keeps and that are older than a minimum
+// age. Storing bytes that already exist refreshes the blob's modification
+// time, so a value being put right now is always young and survives a
+// concurrent collection until its referrer records it.
+package cas
+
+import (
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/shoal-sh/shoal/core/rpc"
+	"github.com/zeebo/blake3"
+)
+
+// HashLen is the length of a blob hash: 32 bytes as lowercase hex.
+const HashLen = 64
+
+// RefPrefix starts the short ref of a blob (val:blake3:<hex>).
+const RefPrefix = "val:blake3:"
+
+const (
+	tmpDir        = "tmp"
+	quarantineDir = "quarantine"
+	// chunkSize is the unit PutReader reads, hashes and writes in; large
+	// enough for blake3's SIMD paths and for few write syscalls.
+	chunkSize = 1 << 20
+	// quarantineKeep is how long a quarantined blob is kept for inspection.
+	quarantineKeep = 7 * 24 * time.Hour
+)
+
+// Store is a content store rooted at one directory. It is safe for
+// concurrent use, also by several processes sharing the directory.
+type Store struct {
+	dir    string
+	noSync bool
+	log    *slog.Logger
+
+	// mu orders a put's final step (touch or rename) against GC's removal
+	// of the same blob: puts share it, a removal holds it alone.
+	mu sync.RWMutex
+
+	rootsMu sync.Mutex
+	roots   map[string]Roots
+}
+
+// Options tune a Store. The zero value is what the kernel uses.
+type Options struct {
+	// NoSync skips fsync of blobs and directories. Only for tests and
+	// benchmarks: a crash may then leave a blob missing.
+	NoSync bool
+	// Log receives quarantine notices; nil discards them.
+	Log *slog.Logger
+}
+
+// Roots reports the blob hashes a holder (the journal, a transcript) still
+// needs; yield is called once per hash. It is an alias so that holders can
+// register without importing this package.
+type Roots = func(yield func(hash string)) error
+
+// Open opens (creating if needed) the store rooted at dir.
+func Open(dir string) (*Store, error) { return OpenWith(dir, Options{}) }
+
+// OpenWith opens the store rooted at dir with options.
+func OpenWith(dir string, o Options) (*Store, error) {
+	for _, d := range []string{dir, filepath.Join(dir, tmpDir), filepath.Join(dir, quarantineDir)} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, fmt.Errorf("open content store: %w", err)
+		}
+	}
+	log := o.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Store{dir: dir, noSync: o.NoSync, log: log, roots: map[string]Roots{}}, nil
+}
+
+// Dir is the store's root directory.
+func (s *Store) Dir() string { return s.dir }
+
+// ValidHash reports whether h is a well-formed blob hash (64 lowercase hex
+// characters), as an INVALID_PARAMS error when it is not.
+func ValidHash(h string) error {
+	if len(h) != HashLen {
+		return rpc.Errorf(rpc.InvalidParams, "blob hash %q has %d characters; a blake3 hash is 64 lowercase hex characters", clip(h), len(h))
+	}
+	if !isLowerHex(h) {
+		return rpc.Errorf(rpc.InvalidParams, "blob hash %q is not lowercase hex; a blake3 hash is 64 lowercase hex characters", clip(h))
+	}
+	return nil
+}
+
+func isLowerHex(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// ParseRef returns the hash named by any accepted spelling of a blob
+// reference: "val:blake3:<hex>", "blake3:<hex>" or the bare "<hex>".
+func ParseRef(ref string) (string, error) {
+	h := strings.TrimPrefix(ref, "val:")
+	h = strings.TrimPrefix(h, "blake3:")
+	if err := ValidHash(h); err != nil {
+		return "", err
+	}
+	return h, nil
+}
+
+// Ref is the short ref of a hash: val:blake3:<hex>.
+func Ref(hash string) string { return RefPrefix + hash }
+
+// Sum returns the hash of data as the store names it.
+func Sum(data []byte) string {
+	sum := blake3.Sum256(data)
+	return hex.EncodeToString(sum[:])
+}
+
+func (s *Store) path(hash string) string {
+	return filepath.Join(s.dir, hash[0:2], hash[2:4], hash)
+}
+
+// Put stores data and returns its hash. Storing bytes that are already
+// present writes nothing and refreshes the blob's age.
+func (s *Store) Put(data []byte) (string, error) {
+	hash := Sum(data)
+	if s.present(hash, int64(len(data))) {
+		return hash, nil
+	}
+	f, err := os.CreateTemp(filepath.Join(s.dir, tmpDir), "put-*")
+	if err != nil {
+		return "", fmt.Errorf("store blob: %w", err)
+	}
+	if _, err := f.Write(data); err != nil {
+		return "", s.abandon(f, fmt.Errorf("store blob: %w", err))
+	}
+	if err := s.commit(f, hash); err != nil {
+		return "", err
+	}
+	return hash, nil
+}
+
+// PutReader streams r into the store and returns the hash and size of what
+// it read. Hashing and writing overlap, so on a fast disk the cost is close
+// to hashing alone.
+func (s *Store) PutReader(r io.Reader) (hash string, size int64, err error) {
+	f, err := os.CreateTemp(filepath.Join(s.dir, tmpDir), "put-*")
+	if err != nil {
+		return "", 0, fmt.Errorf("store blob: %w", err)
+	}
+	h := blake3.New()
+
+	// Three buffers circulate: one being read and hashed here, one being
+	// written by the writer goroutine, one spare so neither side waits on
+	// the other for a buffer.
+	free := make(chan []byte, 3)
+	for range 3 {
+		free <- make([]byte, chunkSize)
+	}
+	full := make(chan []byte, 3)
+	var writeFailed atomic.Bool
+	writeErr := make(chan error, 1)
+	go func() {
+		var off int64
+		var werr error
+		for b := range full {
+			if werr == nil {
+				if _, err := f.Write(b); err != nil {
+					werr = err
+					writeFailed.Store(true)
+				} else if !s.noSync {
+					startWriteback(f, off, int64(len(b)))
+				}
+				off += int64(len(b))
+			}
+			free <- b[:cap(b)]
+		}
+		writeErr <- werr
+	}()
+
+	var readErr error
+	for !writeFailed.Load() {
+		b := <-free
+		n, err := io.ReadFull(r, b)
+		if n > 0 {
+			h.Write(b[:n])
+			size += int64(n)
+			full <- b[:n]
+		}
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			break
+		}
+		if err != nil {
+			readErr = err
+			break
+		}
+	}
+	close(full)
+	if werr := <-writeErr; werr != nil {
+		return "", 0, s.abandon(f, fmt.Errorf("store blob: %w", werr))
+	}
+	if readErr != nil {
+		return "", 0, s.abandon(f, fmt.Errorf("store blob: read input: %w", readErr))
+	}
+	hash = hex.EncodeToString(h.Sum(nil))
+	if s.present(hash, size) {
+		return hash, size, s.abandon(f, nil)
+	}
+	if err := s.commit(f, hash); err != nil {
+		return "", 0, err
+	}
+	return hash, size, nil
+}
+
+// present reports whether a blob of that hash and size exists, refreshing
+// its age when it does so that a collection running now keeps it.
+func (s *Store) present(hash string, size int64) bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	p := s.path(hash)
+	st, err := os.Stat(p)
+	if err != nil || st.Size() != size {
+		// A blob of the wrong size is damaged: the new write replaces it.
+		return false
+	}
+	now := time.Now()
+	return os.Chtimes(p, now, now) == nil
+}
+
+// commit makes the temp file f durable and renames it into place.
+func (s *Store) commit(f *os.File, hash string) error {
+	if !s.noSync {
+		if err := f.Sync(); err != nil {
+			return s.abandon(f, fmt.Errorf("store blob %s: sync: %w", hash, err))
+		}
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(f.Name())
+		return fmt.Errorf("store blob %s: %w", hash, err)
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	dst := s.path(hash)
+	fan := filepath.Dir(dst)
+	_, statErr := os.Stat(fan)
+	if err := os.MkdirAll(fan, 0o700); err != nil {
+		os.Remove(f.Name())
+		return fmt.Errorf("store blob %s: %w", hash, err)
+	}
+	if err := os.Rename(f.Name(), dst); err != nil {
+		os.Remove(f.Name())
+		return fmt.Errorf("store blob %s: %w", hash, err)
+	}
+	if s.noSync {
+		return nil
+	}
+	dirs := []string{fan}
+	if statErr != nil {
+		// The fan-out directories are new: their own entries must reach
+		// the disk too, or the blob could vanish with them in a crash.
+		dirs = append(dirs, filepath.Dir(fan), s.dir)
+	}
+	for _, d := range dirs {
+		if err := syncDir(d); err != nil {
+			return fmt.Errorf("store blob %s: sync %s: %w", hash, d, err)
+		}
+	}
+	return nil
+}
+
+// abandon closes and removes a temp file, returning err.
+func (s *Store) abandon(f *os.File, err error) error {
+	f.Close()
+	os.Remove(f.Name())
+	return err
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// Get returns the blob's bytes after checking them against the hash. A
+// missing blob is NOT_FOUND; a damaged one is CORRUPT, quarantined and
+// never returned.
+func (s *Store) Get(hash string) ([]byte, error) {
+	if err := ValidHash(hash); err != nil {
+		return nil, err
+	}
+	data, err := os.ReadFile(s.path(hash))
+	if err != nil {
+		return nil, s.readError(hash, err)
+	}
+	if Sum(data) != hash {
+		return nil, s.corrupt(hash)
+	}
+	return data, nil
+}
+
+// Open returns a reader of the blob and its size. The reader checks the
+// bytes as they stream: when they do not match the hash, the read that
+// reaches the end fails with CORRUPT instead of io.EOF. A caller that stops
+// early has not had the bytes checked.
+func (s *Store) Open(hash string) (io.ReadCloser, int64, error) {
+	if err := ValidHash(hash); err != nil {
+		return nil, 0, err
+	}
+	f, err := os.Open(s.path(hash))
+	if err != nil {
+		return nil, 0, s.readError(hash, err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, 0, fmt.Errorf("open blob %s: %w", hash, err)
+	}
+	return &verifier{f: f, h: blake3.New(), hash: hash, store: s}, st.Size(), nil
+}
+
+type verifier struct {
+	f     *os.File
+	h     *blake3.Hasher
+	hash  string
+	store *Store
+	err   error // sticky result once the end was reached
+}
+
+func (v *verifier) Read(p []byte) (int, error) {
+	if v.err != nil {
+		return 0, v.err
+	}
+	n, err := v.f.Read(p)
+	v.h.Write(p[:n])
+	if err == io.EOF {
+		if hex.EncodeToString(v.h.Sum(nil)) != v.hash {
+			v.err = v.store.corrupt(v.hash)
+			return n, v.err
+		}
+		v.err = io.EOF
+	} else if err != nil {
+		v.err = fmt.Errorf("read blob %s: %w", v.hash, err)
+	}
+	return n, v.err
+}
+
+func (v *verifier) Close() error { return v.f.Close() }
+
+// Has reports whether the blob is present (without checking its bytes).
+func (s *Store) Has(hash string) bool {
+	if ValidHash(hash) != nil {
+		return false
+	}
+	_, err := os.Stat(s.path(hash))
+	return err == nil
+}
+
+// Size returns the blob's size in bytes.
+func (s *Store) Size(hash string) (int64, error) {
+	if err := ValidHash(hash); err != nil {
+		return 0, err
+	}
+	st, err := os.Stat(s.path(hash))
+	if err != nil {
+		return 0, s.readError(hash, err)
+	}
+	return st.Size(), nil
+}
+
+// Delete removes the blob. Deleting a missing blob is not an error.
+func (s *Store) Delete(hash string) error {
+	if err := ValidHash(hash); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := os.Remove(s.path(hash)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("delete blob %s: %w", hash, err)
+	}
+	return nil
+}
+
+func (s *Store) readError(hash string, err error) error {
+	if errors.Is(err, fs.ErrNotExist) {
+		return rpc.Errorf(rpc.NotFound, "no blob %s in the content store: it was never stored here or was garbage-collected; produce the value again", hash)
+	}
+	return fmt.Errorf("read blob %s: %w", hash, err)
+}
+
+// corrupt moves a damaged blob aside so it is never served again (a later
+// put of the right bytes stores it afresh) and returns the CORRUPT error.
+func (s *Store) corrupt(hash string) error {
+	s.mu.Lock()
+	dst := filepath.Join(s.dir, quarantineDir, fmt.Sprintf("%s.%d", hash, time.Now().UnixNano()))
+	err := os.Rename(s.path(hash), dst)
+	s.mu.Unlock()
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		s.log.Error("content store: cannot quarantine damaged blob", "hash", hash, "err", err)
+	} else if err == nil {
+		s.log.Warn("content store: damaged blob quarantined", "hash", hash, "path", dst)
+	}
+	return rpc.Errorf(rpc.Corrupt, "blob %s failed its blake3 check and was quarantined; it will not be served. Produce the value again (storing the same bytes repairs it)", hash)
+}
+
+func clip(s string) string {
+	if len(s) > 80 {
+		return s[:80] + "…"
+	}
+	return s
+}

@@ -1,0 +1,297 @@
+// Package val serves the val resource family: immutable values kept in the
+// content store ([cas]) and named by their blake3 hash.
+//
+// shoal://val/<hex>, shoal://val/blake3:<hex> and the short ref
+// val:blake3:<hex> all name the same blob. A blob holding a typed-JSON value
+// (what the transcript spills there) is served as that value; any other blob
+// as bytes. The provider also offers the content store to the other
+// providers as the [core.ServiceBlobs] service, adds the blob.get and
+// blob.put kernel methods, and collects the store's garbage.
+//
+// A hash is a name, not a capability: the kernel routes these methods and
+// reads only for connections that attached with the token, so knowing a
+// hash gives nothing to anyone outside that boundary.
+package val
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/shoal-sh/shoal/core"
+	"github.com/shoal-sh/shoal/core/rpc"
+	"github.com/shoal-sh/shoal/core/uri"
+	"github.com/shoal-sh/shoal/core/value"
+	"github.com/shoal-sh/shoal/providers/val/cas"
+)
+
+// Garbage collection policy (docs/store.md).
+const (
+	// GCMinAge spares blobs put (or put again) more recently than this,
+	// whether or not anything references them yet.
+	GCMinAge = 24 * time.Hour
+	// GCInterval is the time between two collections.
+	GCInterval = 24 * time.Hour
+	// GCStartDelay is how long after start the first collection waits, so
+	// every provider has registered its roots and the kernel is serving.
+	GCStartDelay = time.Minute
+)
+
+// BlobReferrer is implemented by services that hold blob references
+// durably; the journal does. The collector asks the journal service for
+// it at every run.
+type BlobReferrer interface {
+	BlobRefs(yield func(hash string)) error
+}
+
+// Provider is the val family.
+type Provider struct {
+	host    *core.Host
+	store   *cas.Store
+	ceiling int64
+	log     *slog.Logger
+
+	stopOnce sync.Once
+	stop     chan struct{}
+	done     chan struct{}
+}
+
+// New returns the val provider; it serves after Provision.
+func New() *Provider { return &Provider{} }
+
+var (
+	_ core.Provider       = (*Provider)(nil)
+	_ core.Provisioner    = (*Provider)(nil)
+	_ core.MethodProvider = (*Provider)(nil)
+	_ core.Closer         = (*Provider)(nil)
+	_ core.Blobs          = (*cas.Store)(nil)
+)
+
+// Provision opens the content store under the state directory, offers it
+// as the blobs service and starts the collector.
+func (p *Provider) Provision(h *core.Host) error {
+	store, err := cas.OpenWith(filepath.Join(h.StateDir, "cas"), cas.Options{Log: h.Log})
+	if err != nil {
+		return fmt.Errorf("val: %w", err)
+	}
+	p.host = h
+	p.store = store
+	p.log = h.Log
+	if p.log == nil {
+		p.log = slog.New(slog.DiscardHandler)
+	}
+	p.ceiling = core.DefaultRawCeiling
+	if h.Config != nil && h.Config.RawCeiling > 0 {
+		p.ceiling = h.Config.RawCeiling
+	}
+	h.Provide(core.ServiceBlobs, store)
+	p.stop = make(chan struct{})
+	p.done = make(chan struct{})
+	go p.collectLoop()
+	return nil
+}
+
+// Store is the content store (nil before Provision).
+func (p *Provider) Store() *cas.Store { return p.store }
+
+// Close stops the collector.
+func (p *Provider) Close() error {
+	if p.stop == nil {
+		return nil
+	}
+	p.stopOnce.Do(func() { close(p.stop) })
+	<-p.done
+	return nil
+}
+
+func (p *Provider) collectLoop() {
+	defer close(p.done)
+	t := time.NewTimer(GCStartDelay)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.stop:
+			return
+		case <-t.C:
+		}
+		st, err := p.Collect()
+		if err != nil {
+			p.log.Error("content store garbage collection skipped", "err", err)
+		} else {
+			p.log.Info("content store garbage collected", "scanned", st.Scanned, "kept", st.Kept,
+				"young", st.Young, "removed", st.Removed, "freed_bytes", st.FreedBytes, "leftovers", st.Leftovers)
+		}
+		t.Reset(GCInterval)
+	}
+}
+
+// Collect runs one collection now: it keeps blobs referenced by journal
+// rows, by every holder registered with [cas.Store.AddRoots] (live
+// transcripts), and every blob younger than [GCMinAge].
+func (p *Provider) Collect() (cas.GCStats, error) {
+	var extra []cas.Roots
+	if svc, err := core.Lookup[any](p.host, core.ServiceJournal); err == nil {
+		ref, ok := svc.(BlobReferrer)
+		if !ok {
+			// A journal we cannot ask might reference anything.
+			return cas.GCStats{}, fmt.Errorf("the journal service (%T) cannot list its blob references", svc)
+		}
+		extra = append(extra, ref.BlobRefs)
+	}
+	return p.store.Collect(GCMinAge, extra...)
+}
+
+// Family is "val".
+func (p *Provider) Family() string { return "val" }
+
+// Templates advertises shoal://val/{hash}.
+func (p *Provider) Templates() []core.Template {
+	return []core.Template{{
+		URITemplate: "shoal://val/{hash}{?path,slice,format}",
+		Name:        "Stored value",
+		Description: "An immutable value in the content store, by blake3 hash (bare hex or blake3:<hex>); " +
+			"refs look like val:blake3:<hex>. Use path and slice to read part of a large value.",
+		MimeType: "application/json",
+	}}
+}
+
+// List returns nothing: blobs are reached through refs, not enumerated.
+func (p *Provider) List(ctx context.Context, c *core.Caller) ([]core.Resource, error) {
+	return nil, nil
+}
+
+// Read serves one blob.
+func (p *Provider) Read(ctx context.Context, c *core.Caller, u *uri.URI) (*core.Content, error) {
+	if len(u.Segments) != 1 {
+		return nil, rpc.Errorf(rpc.BadURI, "%s: a val URI has exactly one segment, the blob hash: shoal://val/<hex> or shoal://val/blake3:<hex>", u.Path())
+	}
+	hash, err := cas.ParseRef(u.Segments[0])
+	if err != nil {
+		return nil, rpc.Errorf(rpc.BadURI, "%s: %s", u.Path(), rpc.AsError(err).Message)
+	}
+	data, err := p.store.Get(hash)
+	if err != nil {
+		return nil, err
+	}
+	return &core.Content{Value: Decode(data), Ref: cas.Ref(hash)}, nil
+}
+
+// Decode turns a blob into the value it holds: the typed value when the
+// blob is typed JSON, else the bytes themselves.
+func Decode(data []byte) value.Value {
+	// Typed JSON is always an object; skip the decoder for anything else.
+	if t := bytes.TrimLeft(data, " \t\r\n"); len(t) > 0 && t[0] == '{' {
+		if v, err := value.Unmarshal(data); err == nil {
+			return v
+		}
+	}
+	return value.Bytes(data)
+}
+
+// Methods adds blob.get and blob.put.
+func (p *Provider) Methods() map[string]core.Method {
+	return map[string]core.Method{
+		"blob.get": p.blobGet,
+		"blob.put": p.blobPut,
+	}
+}
+
+// BlobGetParams are the params of blob.get.
+type BlobGetParams struct {
+	// Hash is the blob's hash, bare or as blake3:<hex> or val:blake3:<hex>.
+	Hash string `json:"hash"`
+}
+
+// BlobGetResult is blob.get's answer.
+type BlobGetResult struct {
+	Hash string `json:"hash"`
+	Size int64  `json:"size"`
+	B64  string `json:"b64"`
+}
+
+func (p *Provider) blobGet(ctx context.Context, c *core.Caller, params json.RawMessage) (any, error) {
+	var in BlobGetParams
+	if err := decodeParams(params, &in); err != nil {
+		return nil, err
+	}
+	if in.Hash == "" {
+		return nil, rpc.Errorf(rpc.InvalidParams, "blob.get needs {\"hash\": \"<hex>\"}")
+	}
+	hash, err := cas.ParseRef(in.Hash)
+	if err != nil {
+		return nil, err
+	}
+	size, err := p.store.Size(hash)
+	if err != nil {
+		return nil, err
+	}
+	if size > p.ceiling {
+		return nil, rpc.Errorf(rpc.TooLarge, "blob %s is %d bytes, above the raw ceiling of %d bytes; read it as shoal://val/%s with path and slice instead", hash, size, p.ceiling, hash)
+	}
+	data, err := p.store.Get(hash)
+	if err != nil {
+		return nil, err
+	}
+	return BlobGetResult{Hash: hash, Size: int64(len(data)), B64: base64.StdEncoding.EncodeToString(data)}, nil
+}
+
+// BlobPutParams are the params of blob.put: exactly one of B64 and Text.
+type BlobPutParams struct {
+	B64  *string `json:"b64"`
+	Text *string `json:"text"`
+}
+
+// BlobPutResult is blob.put's answer.
+type BlobPutResult struct {
+	Ref  string `json:"ref"`
+	Hash string `json:"hash"`
+	Size int64  `json:"size"`
+}
+
+func (p *Provider) blobPut(ctx context.Context, c *core.Caller, params json.RawMessage) (any, error) {
+	var in BlobPutParams
+	if err := decodeParams(params, &in); err != nil {
+		return nil, err
+	}
+	var data []byte
+	switch {
+	case (in.B64 == nil) == (in.Text == nil):
+		return nil, rpc.Errorf(rpc.InvalidParams, "blob.put takes exactly one of {\"b64\": \"<base64>\"} or {\"text\": \"<string>\"}")
+	case in.Text != nil:
+		data = []byte(*in.Text)
+	default:
+		var err error
+		if data, err = base64.StdEncoding.DecodeString(*in.B64); err != nil {
+			return nil, rpc.Errorf(rpc.InvalidParams, "blob.put: b64 is not standard base64 (%v); encode with padding, alphabet A-Z a-z 0-9 + /", err)
+		}
+	}
+	if int64(len(data)) > p.ceiling {
+		return nil, rpc.Errorf(rpc.TooLarge, "blob.put: %d bytes is above the raw ceiling of %d bytes; store smaller pieces", len(data), p.ceiling)
+	}
+	hash, err := p.store.Put(data)
+	if err != nil {
+		return nil, err
+	}
+	return BlobPutResult{Ref: cas.Ref(hash), Hash: hash, Size: int64(len(data))}, nil
+}
+
+func decodeParams(params json.RawMessage, into any) error {
+	if len(bytes.TrimSpace(params)) == 0 {
+		return nil
+	}
+	if err := json.Unmarshal(params, into); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return rpc.Errorf(rpc.InvalidParams, "param %q must be a %s, not a JSON %s", te.Field, te.Type, te.Value)
+		}
+		return rpc.Errorf(rpc.InvalidParams, "params must be a JSON object: %v", err)
+	}
+	return nil
+}
