@@ -1,0 +1,136 @@
+package bus
+
+import (
+	"sync"
+	"sync/atomic"
+)
+
+// channel is one named channel: its seq counter, its ring and the parking
+// spot of its subscribers' writers.
+//
+// Writers of the channel (Publish, Deliver) serialise on mu; readers
+// (Read, subscriber writers) never take it except to park. They load next,
+// then the ring, and check each slot's Seq: an Event is immutable once
+// stored, so a reader either sees the event it asked for or learns that
+// the slot has been reused.
+type channel struct {
+	name  string
+	base  uint64       // seq of the first event this ring held (a durable channel's next seq at attach)
+	store DurableStore // nil for ring-only channels
+	limit uint64       // ring capacity once fully grown
+
+	next atomic.Uint64        // seq the next event gets
+	ring atomic.Pointer[ring] // replaced only while growing, before any slot is reused
+
+	mu   sync.Mutex // serialises appends
+	subs int        // live subscriptions, for Channels; under mu
+
+	// Parking. A writer with nothing to do registers in waiters, then
+	// re-checks next, then waits on notify; an append that sees waiters
+	// swaps in a fresh notify and closes the old one. Neither side locks,
+	// so a parking writer never holds up a publisher.
+	waiters atomic.Int64
+	notify  atomic.Pointer[chan struct{}]
+}
+
+// ring holds a channel's newest events: slot i holds the event whose
+// seq ≡ i (mod len(slots)).
+type ring struct {
+	slots []atomic.Pointer[Event]
+}
+
+// initialRing is the ring size of a new channel. Rings grow by doubling up
+// to the configured size, so the many short-lived task.{id} channels stay
+// small.
+const initialRing = 16
+
+func newChannel(name string, base uint64, store DurableStore, limit int) *channel {
+	c := &channel{name: name, base: base, store: store, limit: uint64(limit)}
+	c.next.Store(base)
+	wake := make(chan struct{})
+	c.notify.Store(&wake)
+	c.ring.Store(&ring{slots: make([]atomic.Pointer[Event], min(initialRing, limit))})
+	return c
+}
+
+// appendLocked stores ev, whose Seq must be c.next, advances next and wakes
+// parked writers. The caller holds c.mu.
+func (c *channel) appendLocked(ev *Event) {
+	r := c.ring.Load()
+	size := uint64(len(r.slots))
+	if held := ev.Seq - c.base; held >= size && size < c.limit {
+		// Full but not grown yet: no slot has been reused, so the held
+		// events are exactly [ev.Seq-size, ev.Seq).
+		grown := &ring{slots: make([]atomic.Pointer[Event], min(2*size, c.limit))}
+		gsize := uint64(len(grown.slots))
+		for s := ev.Seq - size; s < ev.Seq; s++ {
+			grown.slots[s%gsize].Store(r.slots[s%size].Load())
+		}
+		c.ring.Store(grown)
+		r, size = grown, gsize
+	}
+	r.slots[ev.Seq%size].Store(ev)
+	c.next.Store(ev.Seq + 1)
+	if c.waiters.Load() != 0 {
+		// Reset before the swap: a writer registering in between either
+		// loaded the old notify (closed just below) or the new one, and
+		// then it sees the next we stored above and does not wait.
+		c.waiters.Store(0)
+		wake := make(chan struct{})
+		close(*c.notify.Swap(&wake))
+	}
+}
+
+// oldest is the oldest seq the ring still holds when next is n (n itself
+// when the ring is empty).
+func (c *channel) oldest(n uint64) uint64 {
+	held := min(n-c.base, c.limit)
+	return n - held
+}
+
+// load appends to dst the events [from, to) still in the ring, newest
+// first when newestFirst is set (stopping at the first reused slot, so the
+// result is always a contiguous run ending at to-1), else oldest first
+// (stopping at the first reused slot, so it is a run starting at from).
+func (c *channel) load(dst []*Event, from, to uint64, newestFirst bool) []*Event {
+	r := c.ring.Load()
+	size := uint64(len(r.slots))
+	if newestFirst {
+		for s := to; s > from; s-- {
+			ev := r.slots[(s-1)%size].Load()
+			if ev == nil || ev.Seq != s-1 {
+				break
+			}
+			dst = append(dst, ev)
+		}
+		return dst
+	}
+	for s := from; s < to; s++ {
+		ev := r.slots[s%size].Load()
+		if ev == nil || ev.Seq != s {
+			break
+		}
+		dst = append(dst, ev)
+	}
+	return dst
+}
+
+// park blocks until the channel's next seq passes cursor or quit closes.
+// It reports false when quit closed.
+func (c *channel) park(cursor uint64, quit <-chan struct{}) bool {
+	wake := *c.notify.Load()
+	c.waiters.Add(1)
+	// Registration and this load are ordered against the append's store of
+	// next and its load of waiters: at least one side sees the other.
+	if c.next.Load() != cursor {
+		// The count stays raised; the next append swaps a notify nobody
+		// waits on, which is harmless.
+		return true
+	}
+	select {
+	case <-wake:
+		return true
+	case <-quit:
+		return false
+	}
+}

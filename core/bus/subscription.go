@@ -1,0 +1,226 @@
+package bus
+
+import (
+	"encoding/json"
+	"errors"
+	"math"
+	"strconv"
+	"sync"
+	"sync/atomic"
+)
+
+// Subscription is one subscriber of one channel: a cursor into the
+// channel's ring and a writer goroutine that hands events to the sink in
+// seq order.
+//
+// Publishing never waits for it. The writer copies what is waiting in
+// batches; whenever more than the queue size (256) is waiting it skips the
+// oldest, keeps the newest 256, and hands the sink one drop marker before
+// the next real event (see Marker).
+type Subscription struct {
+	bus  *Bus
+	ch   *channel
+	sink func(Event) error
+
+	quit      chan struct{} // closed by Close
+	done      chan struct{} // closed when the writer has returned
+	closeOnce sync.Once
+	closed    atomic.Bool
+
+	dropped   atomic.Uint64
+	delivered atomic.Uint64
+	err       error // the sink's error; written before done closes
+}
+
+// writerBatch bounds how many events a writer takes from the ring at once.
+// Small enough that a sink which stalls mid-batch holds few stale events;
+// large enough to amortise the load of next.
+const writerBatch = 64
+
+// Subscribe starts delivering the events published on channel from now on
+// to sink, creating the channel if needed. sink runs on the subscription's
+// own goroutine, one call at a time, in seq order; an error from it ends
+// the subscription (see Err). Close the subscription when done.
+func (b *Bus) Subscribe(channel string, sink func(Event) error) (*Subscription, error) {
+	return b.subscribe(channel, nil, sink)
+}
+
+// SubscribeFrom is Subscribe starting right after the cursor since, so a
+// consumer that read up to since misses nothing in between. Events
+// already out of the ring, and any beyond the newest queue-size ones, are
+// reported by a drop marker first, never delivered. A nil since, or one at
+// or past the latest seq, starts from now.
+func (b *Bus) SubscribeFrom(channel string, since *uint64, sink func(Event) error) (*Subscription, error) {
+	return b.subscribe(channel, since, sink)
+}
+
+func (b *Bus) subscribe(name string, since *uint64, sink func(Event) error) (*Subscription, error) {
+	if sink == nil {
+		return nil, errors.New("subscribe: nil sink")
+	}
+	c, err := b.channel(name)
+	if err != nil {
+		return nil, err
+	}
+	s := &Subscription{
+		bus:  b,
+		ch:   c,
+		sink: sink,
+		quit: make(chan struct{}),
+		done: make(chan struct{}),
+	}
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil, ErrClosed
+	}
+	b.subs[s] = struct{}{}
+	b.mu.Unlock()
+
+	c.mu.Lock()
+	c.subs++
+	cursor := c.next.Load()
+	c.mu.Unlock()
+	if since != nil && *since != math.MaxUint64 && *since+1 < cursor {
+		cursor = *since + 1
+	}
+	go s.run(cursor)
+	return s, nil
+}
+
+// Channel is the subscribed channel's name.
+func (s *Subscription) Channel() string { return s.ch.name }
+
+// Dropped counts the events this subscriber skipped, in total.
+func (s *Subscription) Dropped() uint64 { return s.dropped.Load() }
+
+// Delivered counts the events the sink accepted, markers excluded.
+func (s *Subscription) Delivered() uint64 { return s.delivered.Load() }
+
+// Done is closed once the subscription has ended: by Close, by Bus.Close,
+// or by a sink error.
+func (s *Subscription) Done() <-chan struct{} { return s.done }
+
+// Err is the sink error that ended the subscription, or nil; meaningful
+// once Done is closed.
+func (s *Subscription) Err() error {
+	select {
+	case <-s.done:
+		return s.err
+	default:
+		return nil
+	}
+}
+
+// Close ends the subscription. When it returns, the sink is not running and
+// will not be called again: Close waits for a sink call in progress, so it
+// must not be called from inside the sink (return an error there instead).
+// Idempotent and safe from any other goroutine.
+func (s *Subscription) Close() {
+	s.closeOnce.Do(func() {
+		s.closed.Store(true)
+		close(s.quit)
+	})
+	<-s.done
+}
+
+// run is the writer: it follows the ring from cursor until Close or a sink
+// error.
+func (s *Subscription) run(cursor uint64) {
+	c, queue := s.ch, s.bus.queue
+	defer func() {
+		c.mu.Lock()
+		c.subs--
+		c.mu.Unlock()
+		s.bus.mu.Lock()
+		delete(s.bus.subs, s)
+		s.bus.mu.Unlock()
+		close(s.done)
+	}()
+	batch := make([]*Event, 0, writerBatch)
+	var unreported uint64 // skipped since the last marker
+	for !s.closed.Load() {
+		n := c.next.Load()
+		if cursor == n {
+			if !c.park(cursor, s.quit) {
+				return
+			}
+			continue
+		}
+		// Keep at most the newest queue-size waiting events, and only
+		// events the ring still holds.
+		keepFrom := max(c.oldest(n), n-min(n, queue))
+		if cursor < keepFrom {
+			skip := keepFrom - cursor
+			unreported += skip
+			s.dropped.Add(skip)
+			cursor = keepFrom
+		}
+		batch = c.load(batch[:0], cursor, min(n, cursor+writerBatch), false)
+		if len(batch) == 0 {
+			// Publishers lapped us between the two loads; the next
+			// round's keepFrom moves past the reused slots.
+			continue
+		}
+		if unreported > 0 {
+			if !s.deliver(Marker(c.name, unreported, cursor-1, s.bus.now())) {
+				return
+			}
+			unreported = 0
+		}
+		for i, ev := range batch {
+			if !s.deliver(*ev) {
+				s.delivered.Add(uint64(i))
+				return
+			}
+		}
+		s.delivered.Add(uint64(len(batch)))
+		cursor += uint64(len(batch))
+	}
+}
+
+// deliver hands ev to the sink unless the subscription is closing; false
+// means stop.
+func (s *Subscription) deliver(ev Event) bool {
+	if s.closed.Load() {
+		return false
+	}
+	if err := s.sink(ev); err != nil {
+		s.err = err
+		return false
+	}
+	return true
+}
+
+// Marker builds the synthetic event a subscriber receives after the bus
+// skipped events for it: payload exactly {"dropped":N,"latest_seq":S},
+// where the skipped events are the N seqs S-N+1 … S, and the next real
+// event delivered is S+1. The marker's own Seq is S, so a consumer that
+// tracks seqs sees a jump past its cursor; it is not an event of the
+// channel and must never advance a cursor.
+func Marker(channel string, dropped, latestSeq uint64, ts int64) Event {
+	p := make([]byte, 0, 48)
+	p = append(p, `{"dropped":`...)
+	p = strconv.AppendUint(p, dropped, 10)
+	p = append(p, `,"latest_seq":`...)
+	p = strconv.AppendUint(p, latestSeq, 10)
+	p = append(p, '}')
+	return Event{Channel: channel, Seq: latestSeq, TS: ts, Payload: json.RawMessage(p)}
+}
+
+// IsMarker reports whether ev is a drop marker, and its numbers. Client
+// publishes cannot carry this payload shape (PublishClient refuses it), so
+// the answer is unambiguous on every channel.
+func IsMarker(ev Event) (dropped, latestSeq uint64, ok bool) {
+	if !markerShaped(ev.Payload) {
+		return 0, 0, false
+	}
+	var m struct {
+		Dropped   uint64 `json:"dropped"`
+		LatestSeq uint64 `json:"latest_seq"`
+	}
+	if json.Unmarshal(ev.Payload, &m) != nil {
+		return 0, 0, false
+	}
+	return m.Dropped, m.LatestSeq, true
+}
