@@ -1,0 +1,234 @@
+package analyze
+
+import (
+	"os"
+	"path"
+	"strings"
+
+	"github.com/shoal-sh/shoal/core/policy"
+)
+
+// repoRoot finds the work tree holding dir (read-only), or dir itself.
+func repoRoot(dir string) string {
+	for d := dir; ; d = path.Dir(d) {
+		if _, err := os.Lstat(path.Join(d, ".git")); err == nil {
+			return d
+		}
+		if d == "/" || d == "." {
+			return dir
+		}
+	}
+}
+
+func gitCmd(w *walker, s *scope, c *cmd) {
+	p := parseOpts(c.args, optSpec{shortVal: "Cc", longVal: []string{"git-dir", "work-tree", "namespace", "config-env", "exec-path"}, stopAtOperand: true})
+	gs := s
+	if dirs := p.all("C"); len(dirs) > 0 {
+		gs = s.clone()
+		for _, d := range dirs {
+			if abs, ok := w.abs(gs, d); ok {
+				gs.cwd = abs
+			} else {
+				gs.cwdKnown = false
+			}
+		}
+	}
+	if len(p.rest) == 0 {
+		w.spawn(s, c, "", true, modeled)
+		return
+	}
+	if p.rest[0].dyn {
+		w.spawn(s, c, "", true, modeled)
+		w.dynamicSpawn("git", joinText(p.rest), "the git subcommand is known only at run time")
+		return
+	}
+	sub := p.rest[0].val
+	args := p.rest[1:]
+	w.spawn(s, c, sub, true, modeled)
+
+	repo := arg{dyn: true, text: "(repository)"}
+	gitDir := repo
+	if gs.cwdKnown {
+		root := repoRoot(gs.cwd)
+		repo = arg{val: root, text: root}
+		gitDir = arg{val: path.Join(root, ".git"), text: path.Join(root, ".git")}
+	}
+	write := func(target arg, r fsReq) {
+		r.kind, r.head, r.sub = policy.FSWrite, "git", sub
+		w.fs(gs, target, r)
+	}
+	keep := func(reason string) fsReq {
+		return fsReq{mode: modeModify, override: true, reversible: true, reason: reason}
+	}
+	lose := func(reason string, force bool) fsReq {
+		return fsReq{mode: modeTree, recursive: true, force: force, override: true, reversible: false, reason: reason}
+	}
+
+	switch sub {
+	case "push":
+		gitPush(w, gs, c, repo, args)
+	case "pull":
+		w.net(c, gitRemote(repo, args), sub, false, false, "")
+		write(repo, keep("merges fetched commits; the reflog keeps the old head"))
+	case "fetch":
+		w.net(c, gitRemote(repo, args), sub, false, false, "")
+		write(gitDir, keep("updates remote-tracking refs only"))
+	case "clone":
+		q := parseOpts(args, optSpec{shortVal: "obcju", longVal: []string{"origin", "branch", "config", "depth", "reference", "separate-git-dir", "template", "upload-pack", "jobs", "filter"}})
+		if len(q.ops) > 0 {
+			w.net(c, hostArg(q.ops[0]), sub, false, false, "")
+			dest := arg{}
+			if len(q.ops) > 1 {
+				dest = q.ops[1]
+			} else if q.ops[0].dyn {
+				dest = arg{dyn: true, text: q.ops[0].text}
+			} else {
+				name := strings.TrimSuffix(path.Base(strings.TrimSuffix(q.ops[0].val, "/")), ".git")
+				dest = arg{val: name, text: name}
+			}
+			w.fs(gs, dest, fsReq{kind: policy.FSWrite, mode: modeCreate, head: "git", sub: sub, recursive: true})
+		}
+	case "commit":
+		write(gitDir, keep("adds a commit; git reset HEAD~ takes it back"))
+	case "reset":
+		q := parseOpts(args, optSpec{})
+		if q.has("hard", "merge", "keep") {
+			write(repo, lose("discards uncommitted changes in the work tree; git has no copy of them", true))
+		} else {
+			write(gitDir, keep("moves the branch head; the reflog keeps the old one"))
+		}
+	case "clean":
+		q := parseOpts(args, optSpec{shortVal: "eq"})
+		if q.has("n", "dry-run") || !q.has("f", "force") {
+			w.fs(gs, repo, fsReq{kind: policy.FSRead, head: "git", sub: sub})
+			return
+		}
+		targets := q.ops
+		if len(targets) == 0 {
+			targets = []arg{repo}
+		}
+		for _, t := range targets {
+			w.fs(gs, t, fsReq{kind: policy.FSDelete, mode: modeDelete, head: "git", sub: sub,
+				recursive: q.has("d") || q.has("x"), force: true,
+				override: true, reversible: false, reason: "deletes untracked files; git has no copy of them"})
+		}
+	case "checkout", "restore", "switch":
+		q := parseOpts(args, optSpec{shortVal: "bBs", longVal: []string{"source", "orphan", "conflict", "pathspec-from-file"}})
+		var paths []arg
+		dashdash := false
+		for i, a := range args {
+			if !a.dyn && a.val == "--" {
+				dashdash, paths = true, args[i+1:]
+				break
+			}
+		}
+		if sub == "restore" {
+			paths = q.ops
+		}
+		switch {
+		case sub == "restore" || (sub == "checkout" && dashdash):
+			if sub == "restore" && q.has("staged", "S") && !q.has("worktree", "W") {
+				write(gitDir, keep("changes the index only"))
+				return
+			}
+			for _, pth := range paths {
+				write(pth, fsReq{mode: modeTruncate, override: true, reversible: false,
+					reason: "replaces the file with the committed version; uncommitted changes are lost"})
+			}
+		case q.has("f", "force", "discard-changes"):
+			write(repo, lose("switches branches discarding uncommitted changes", true))
+		default:
+			write(repo, keep("switches branches; git refuses to lose uncommitted changes"))
+		}
+	case "rebase", "merge", "cherry-pick", "revert", "am", "apply", "stash", "add", "mv", "init",
+		"tag", "notes", "submodule", "worktree", "config", "remote", "branch", "bisect", "switch-branch":
+		q := parseOpts(args, optSpec{shortVal: "mFcCe", longVal: []string{"message", "file"}})
+		switch {
+		case sub == "stash" && len(q.ops) > 0 && !q.ops[0].dyn && (q.ops[0].val == "drop" || q.ops[0].val == "clear"):
+			write(gitDir, fsReq{mode: modeModify, force: true, override: true, reversible: false, reason: "drops stashed changes"})
+		case sub == "branch" && q.has("D") || (sub == "branch" && q.has("d", "delete") && q.has("f", "force")):
+			write(gitDir, fsReq{mode: modeModify, force: true, override: true, reversible: false, reason: "deletes a branch even if unmerged"})
+		case sub == "add" || sub == "init" || sub == "config" || sub == "remote" || sub == "tag" || sub == "notes" || sub == "branch":
+			write(gitDir, keep("changes repository metadata; it can be set back"))
+		default:
+			write(repo, keep("rewrites the work tree from history; the reflog keeps the old head"))
+		}
+	case "rm":
+		q := parseOpts(args, optSpec{})
+		if q.has("cached") {
+			write(gitDir, keep("changes the index only"))
+			return
+		}
+		for _, t := range q.ops {
+			w.fs(gs, t, fsReq{kind: policy.FSDelete, mode: modeDelete, head: "git", sub: sub,
+				recursive: q.has("r"), force: q.has("f", "force"),
+				override: true, reversible: true, reason: "the last commit still holds it"})
+		}
+	case "gc", "prune", "reflog", "filter-branch", "filter-repo", "replace":
+		q := parseOpts(args, optSpec{})
+		if sub == "reflog" && (len(q.ops) == 0 || q.ops[0].dyn || (q.ops[0].val != "expire" && q.ops[0].val != "delete")) {
+			w.fs(gs, gitDir, fsReq{kind: policy.FSRead, head: "git", sub: sub})
+			return
+		}
+		write(gitDir, fsReq{mode: modeTree, recursive: true, force: true, override: true, reversible: false,
+			reason: "discards unreachable history for good"})
+	case "status", "log", "diff", "show", "blame", "grep", "ls-files", "ls-tree", "rev-parse", "describe",
+		"shortlog", "cat-file", "rev-list", "show-ref", "for-each-ref", "whatchanged", "version", "help":
+		w.fs(gs, repo, fsReq{kind: policy.FSRead, head: "git", sub: sub})
+	default:
+		// An unknown subcommand (or an alias): treat as a change to the repository.
+		write(repo, fsReq{mode: modeModify, override: true, reversible: false, reason: "a git subcommand Shoal does not model"})
+	}
+}
+
+// gitRemote is the host (or name) of the remote a push/pull/fetch names.
+func gitRemote(repo arg, args []arg) arg {
+	q := parseOpts(args, optSpec{shortVal: "oj", longVal: []string{"repo", "receive-pack", "exec", "push-option", "jobs", "depth", "upload-pack"}})
+	name := arg{val: "origin", text: "origin"}
+	if len(q.ops) > 0 {
+		name = q.ops[0]
+	}
+	if r, ok := q.val("repo"); ok {
+		name = r
+	}
+	if name.dyn {
+		return name
+	}
+	if strings.Contains(name.val, "://") || strings.Contains(name.val, "@") || strings.Contains(name.val, ":") {
+		return hostArg(name)
+	}
+	if !repo.dyn {
+		if u := remoteURL(repo.val, name.val); u != "" {
+			return arg{val: hostOf(u), text: name.text}
+		}
+	}
+	return name
+}
+
+func gitPush(w *walker, s *scope, c *cmd, repo arg, args []arg) {
+	q := parseOpts(args, optSpec{shortVal: "o", longVal: []string{"repo", "receive-pack", "exec", "push-option", "signed"}})
+	force := q.has("f", "force", "mirror", "d", "delete", "prune")
+	for f := range q.flags {
+		if strings.HasPrefix(f, "force-with-lease") || f == "force-if-includes" {
+			force = true
+		}
+	}
+	for v := range q.vals {
+		if strings.HasPrefix(v, "force-with-lease") {
+			force = true
+		}
+	}
+	if len(q.ops) > 1 {
+		for _, ref := range q.ops[1:] {
+			if !ref.dyn && (strings.HasPrefix(ref.val, "+") || strings.HasPrefix(ref.val, ":")) {
+				force = true
+			}
+		}
+	}
+	reason := "adds commits to a shared remote; a new commit can revert them"
+	if force {
+		reason = "rewrites or deletes remote history; others' commits may be lost"
+	}
+	// A plain push only adds commits: reversible. A forced one is not.
+	w.net(c, gitRemote(repo, args), "push", force, false, reason)
+}
