@@ -163,12 +163,11 @@ func (b *Bus) publish(c *channel, payload json.RawMessage) (Event, error) {
 	if c.store != nil {
 		return Event{}, fmt.Errorf("publish on %s: the channel is durable; its events come from its store through Deliver", c.name)
 	}
-	ev := &Event{Channel: c.name, TS: b.now(), Payload: payload}
+	ts := b.now()
 	c.mu.Lock()
-	ev.Seq = c.next.Load()
-	c.appendLocked(ev)
+	ev := *c.appendLocked(ts, payload)
 	c.mu.Unlock()
-	return *ev, nil
+	return ev, nil
 }
 
 // PublishClient is a publish on behalf of a client (events.publish, the
@@ -259,13 +258,12 @@ func (b *Bus) Deliver(ev Event) error {
 	if err != nil {
 		return fmt.Errorf("deliver on %s seq %d: %w", ev.Channel, ev.Seq, err)
 	}
-	e := &Event{Channel: c.name, Seq: ev.Seq, TS: ev.TS, Payload: payload}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if next := c.next.Load(); ev.Seq != next {
 		return fmt.Errorf("deliver on %s: seq %d is out of order, the channel expects seq %d next", ev.Channel, ev.Seq, next)
 	}
-	c.appendLocked(e)
+	c.appendLocked(ev.TS, payload)
 	return nil
 }
 

@@ -1,6 +1,7 @@
 package bus
 
 import (
+	"encoding/json"
 	"sync"
 	"sync/atomic"
 )
@@ -22,15 +23,19 @@ type channel struct {
 	next atomic.Uint64        // seq the next event gets
 	ring atomic.Pointer[ring] // replaced only while growing, before any slot is reused
 
-	mu   sync.Mutex // serialises appends
-	subs int        // live subscriptions, for Channels; under mu
+	mu    sync.Mutex // serialises appends; guards the fields below
+	subs  int        // live subscriptions, for Channels
+	chunk []Event    // events are carved from here, one allocation per chunk
 
-	// Parking. A writer with nothing to do registers in waiters, then
-	// re-checks next, then waits on notify; an append that sees waiters
-	// swaps in a fresh notify and closes the old one. Neither side locks,
-	// so a parking writer never holds up a publisher.
-	waiters atomic.Int64
-	notify  atomic.Pointer[chan struct{}]
+	// Parking, on its own cache line: writers touch it while publishers
+	// write next and mu. A writer with nothing to do loads notify, raises
+	// parked, re-checks next, then waits on notify; an append that sees
+	// parked swaps in a fresh notify and closes the old one. Neither side
+	// locks, so a parking writer never holds up a publisher.
+	_      [64]byte
+	parked atomic.Bool
+	notify atomic.Pointer[chan struct{}]
+	_      [64]byte
 }
 
 // ring holds a channel's newest events: slot i holds the event whose
@@ -53,32 +58,52 @@ func newChannel(name string, base uint64, store DurableStore, limit int) *channe
 	return c
 }
 
-// appendLocked stores ev, whose Seq must be c.next, advances next and wakes
-// parked writers. The caller holds c.mu.
-func (c *channel) appendLocked(ev *Event) {
+// maxChunk bounds how many events share one allocation. Events are
+// immutable once stored, so sharing a backing array with later events is
+// safe; it only keeps up to maxChunk-1 expired events alive a bit longer.
+const maxChunk = 64
+
+// appendLocked appends the event with the channel's next seq, advances
+// next and wakes parked writers. The caller holds c.mu.
+func (c *channel) appendLocked(ts int64, payload json.RawMessage) *Event {
 	r := c.ring.Load()
 	size := uint64(len(r.slots))
-	if held := ev.Seq - c.base; held >= size && size < c.limit {
+	seq := c.next.Load()
+	if held := seq - c.base; held >= size && size < c.limit {
 		// Full but not grown yet: no slot has been reused, so the held
-		// events are exactly [ev.Seq-size, ev.Seq).
+		// events are exactly [seq-size, seq).
 		grown := &ring{slots: make([]atomic.Pointer[Event], min(2*size, c.limit))}
 		gsize := uint64(len(grown.slots))
-		for s := ev.Seq - size; s < ev.Seq; s++ {
+		for s := seq - size; s < seq; s++ {
 			grown.slots[s%gsize].Store(r.slots[s%size].Load())
 		}
 		c.ring.Store(grown)
 		r, size = grown, gsize
 	}
-	r.slots[ev.Seq%size].Store(ev)
-	c.next.Store(ev.Seq + 1)
-	if c.waiters.Load() != 0 {
-		// Reset before the swap: a writer registering in between either
-		// loaded the old notify (closed just below) or the new one, and
-		// then it sees the next we stored above and does not wait.
-		c.waiters.Store(0)
-		wake := make(chan struct{})
-		close(*c.notify.Swap(&wake))
+	if len(c.chunk) == 0 {
+		// Chunks follow the ring's size, so a channel with a handful of
+		// events does not hold a large one.
+		c.chunk = make([]Event, min(size, maxChunk))
 	}
+	ev := &c.chunk[0]
+	c.chunk = c.chunk[1:]
+	*ev = Event{Channel: c.name, Seq: seq, TS: ts, Payload: payload}
+	r.slots[seq%size].Store(ev)
+	c.next.Store(seq + 1)
+	if c.parked.Load() {
+		c.wakeLocked()
+	}
+	return ev
+}
+
+// wakeLocked wakes every parked writer. The caller holds c.mu.
+func (c *channel) wakeLocked() {
+	// Lower parked before the swap: a writer parking in between either
+	// loaded the old notify (closed just below) or the new one, and then
+	// it sees the next stored before this call and does not wait.
+	c.parked.Store(false)
+	wake := make(chan struct{})
+	close(*c.notify.Swap(&wake))
 }
 
 // oldest is the oldest seq the ring still holds when next is n (n itself
@@ -115,22 +140,21 @@ func (c *channel) load(dst []*Event, from, to uint64, newestFirst bool) []*Event
 	return dst
 }
 
-// park blocks until the channel's next seq passes cursor or quit closes.
-// It reports false when quit closed.
-func (c *channel) park(cursor uint64, quit <-chan struct{}) bool {
+// park blocks until the channel's next seq passes cursor or the writer is
+// woken to stop; the caller re-checks both.
+func (c *channel) park(cursor uint64, stop *atomic.Bool) {
 	wake := *c.notify.Load()
-	c.waiters.Add(1)
-	// Registration and this load are ordered against the append's store of
-	// next and its load of waiters: at least one side sees the other.
-	if c.next.Load() != cursor {
-		// The count stays raised; the next append swaps a notify nobody
+	// Raising parked (or finding it raised) and then loading next is
+	// ordered against the append's store of next and its load of parked:
+	// at least one side sees the other. Reading before writing keeps the
+	// cache line shared while many writers park at once.
+	if !c.parked.Load() {
+		c.parked.Store(true)
+	}
+	if c.next.Load() != cursor || stop.Load() {
+		// parked stays raised; the next append then swaps a notify nobody
 		// waits on, which is harmless.
-		return true
+		return
 	}
-	select {
-	case <-wake:
-		return true
-	case <-quit:
-		return false
-	}
+	<-wake
 }

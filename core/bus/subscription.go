@@ -22,7 +22,6 @@ type Subscription struct {
 	ch   *channel
 	sink func(Event) error
 
-	quit      chan struct{} // closed by Close
 	done      chan struct{} // closed when the writer has returned
 	closeOnce sync.Once
 	closed    atomic.Bool
@@ -66,7 +65,6 @@ func (b *Bus) subscribe(name string, since *uint64, sink func(Event) error) (*Su
 		bus:  b,
 		ch:   c,
 		sink: sink,
-		quit: make(chan struct{}),
 		done: make(chan struct{}),
 	}
 	b.mu.Lock()
@@ -119,7 +117,11 @@ func (s *Subscription) Err() error {
 func (s *Subscription) Close() {
 	s.closeOnce.Do(func() {
 		s.closed.Store(true)
-		close(s.quit)
+		// Wake the writer if it is parked. This wakes the channel's other
+		// writers too; they find nothing new and park again.
+		s.ch.mu.Lock()
+		s.ch.wakeLocked()
+		s.ch.mu.Unlock()
 	})
 	<-s.done
 }
@@ -142,9 +144,7 @@ func (s *Subscription) run(cursor uint64) {
 	for !s.closed.Load() {
 		n := c.next.Load()
 		if cursor == n {
-			if !c.park(cursor, s.quit) {
-				return
-			}
+			c.park(cursor, &s.closed)
 			continue
 		}
 		// Keep at most the newest queue-size waiting events, and only

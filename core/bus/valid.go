@@ -125,6 +125,13 @@ func skipSpace(p []byte, i int) int {
 // insist on valid UTF-8.
 func scanString(p []byte, i int) int {
 	for i++; i < len(p); i++ {
+		// Plain characters are the common case: skip them in a tight loop.
+		for i < len(p) && plain[p[i]] {
+			i++
+		}
+		if i >= len(p) {
+			return -1
+		}
 		switch c := p[i]; {
 		case c == '"':
 			return i + 1
@@ -154,6 +161,14 @@ func scanString(p []byte, i int) int {
 	}
 	return -1
 }
+
+// plain marks the bytes that may stand for themselves inside a string.
+var plain = func() (t [256]bool) {
+	for c := 0x20; c < 256; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
 
 func isHex(c byte) bool {
 	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'

@@ -94,3 +94,30 @@ func FuzzValidJSON(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkValidJSON compares validJSON with encoding/json.Valid on a
+// typical small payload and on a 4 KiB one.
+func BenchmarkValidJSON(b *testing.B) {
+	large := []byte(`{"rows":[` + strings.Repeat(`{"name":"shoal","size":1310,"ok":true},`, 100) + `null]}`)
+	for _, in := range []struct {
+		name string
+		p    []byte
+	}{{"small", []byte(benchPayload)}, {"4KiB", large}} {
+		b.Run(in.name+"/validJSON", func(b *testing.B) {
+			b.SetBytes(int64(len(in.p)))
+			for b.Loop() {
+				if !validJSON(in.p) {
+					b.Fatal("invalid")
+				}
+			}
+		})
+		b.Run(in.name+"/json.Valid", func(b *testing.B) {
+			b.SetBytes(int64(len(in.p)))
+			for b.Loop() {
+				if !json.Valid(in.p) {
+					b.Fatal("invalid")
+				}
+			}
+		})
+	}
+}
