@@ -60,7 +60,8 @@ func newChannel(name string, base uint64, store DurableStore, limit int) *channe
 
 // maxChunk bounds how many events share one allocation. Events are
 // immutable once stored, so sharing a backing array with later events is
-// safe; it only keeps up to maxChunk-1 expired events alive a bit longer.
+// safe; it only keeps up to maxChunk-1 expired events (and their
+// payloads) alive until the rest of their chunk expires too.
 const maxChunk = 64
 
 // appendLocked appends the event with the channel's next seq, advances
