@@ -314,7 +314,7 @@ func (p Path) Eval(v Value) (Value, error) {
 type where struct {
 	steps []step
 	text  string
-	end  int // steps of path, or bytes of text
+	end   int // steps of path, or bytes of text
 }
 
 func (w where) String() string {
