@@ -1,0 +1,33 @@
+// Package shell is the session evaluator: bash syntax parsed with
+// mvdan.cc/sh/v3/syntax and interpreted in-process by mvdan.cc/sh/v3/interp,
+// with Shoal's builtins, effect tracking and process handling added as
+// interpreter handlers (exec middleware, an open handler and a call
+// handler) rather than by changing the interpreter.
+//
+// # State
+//
+// An [Evaluator] holds one shell session: working directory, variables,
+// exported environment and functions. Every [Evaluator.Run] executes on a
+// copy of that state. When the run finishes in the foreground its copy
+// becomes the session state; when the caller turned it into a task first
+// (see [RunOptions.Detach]) its changes stay with the task. Foreground
+// runs take turns; tasks run beside them.
+//
+// # Values
+//
+// A run's value is the typed value of its last command when that command
+// is a Shoal builtin (ls, open, from, jq, emit, recv), and otherwise the
+// record {exit, stdout, stderr}. A builtin whose value does not end the run
+// writes it to its standard output as plain JSON, so builtins compose with
+// each other and with external programs through pipes.
+//
+// # Processes
+//
+// External commands run as real processes, each in its own process group,
+// with standard input from /dev/null unless something is piped in and with
+// pagers and prompts switched off. Cancelling a run's context ends the
+// process groups it started; [Evaluator.Close] ends every group the
+// evaluator started and reaps them.
+//
+// docs/shell.md describes the behaviour for users of the kernel.
+package shell

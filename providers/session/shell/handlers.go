@@ -1,0 +1,124 @@
+package shell
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"mvdan.cc/sh/v3/interp"
+)
+
+// callHandler sees every simple command, builtins and functions included,
+// before it runs: it records the head, writes out a pending builtin value
+// (the builtin was not last after all) and notices `set` dumping
+// variables.
+func (e *Evaluator) callHandler(ctx context.Context, args []string) ([]string, error) {
+	ru := runOf(ctx)
+	if ru == nil {
+		return args, nil
+	}
+	ru.flushPending()
+	ru.head(args[0], interp.HandlerCtx(ctx).Pos.Offset())
+	if args[0] == "set" && len(args) == 1 {
+		ru.mark(MarkSecretSource)
+	}
+	return args, nil
+}
+
+// openHandler records the files the shell itself opens (redirections,
+// $(<file)) as fs.read or fs.write by their open flags.
+func (e *Evaluator) openHandler(ctx context.Context, path string, flag int, perm os.FileMode) (io.ReadWriteCloser, error) {
+	if ru := runOf(ctx); ru != nil {
+		abs := path
+		if !filepath.IsAbs(abs) {
+			abs = filepath.Join(interp.HandlerCtx(ctx).Dir, abs)
+		}
+		if !quietPath(abs) {
+			if flag&(os.O_WRONLY|os.O_RDWR|os.O_CREATE|os.O_TRUNC|os.O_APPEND) != 0 {
+				ru.effect(EffectFSWrite, abs)
+			} else {
+				ru.effect(EffectFSRead, abs)
+				if isDotEnv(abs) {
+					ru.mark(MarkSecretSource)
+				}
+			}
+		}
+	}
+	return interp.DefaultOpenHandler()(ctx, path, flag, perm)
+}
+
+// quietPath is a device that is not a file effect (/dev/null, the standard
+// streams).
+func quietPath(p string) bool {
+	switch p {
+	case "/dev/null", "/dev/stdin", "/dev/stdout", "/dev/stderr", "/dev/tty", "/dev/zero", "/dev/urandom", "/dev/random":
+		return true
+	}
+	return strings.HasPrefix(p, "/dev/fd/") || strings.HasPrefix(p, "/proc/self/fd/")
+}
+
+// isDotEnv reports whether a path names a dotenv file (.env, .env.local,
+// prod.env, .envrc).
+func isDotEnv(p string) bool {
+	b := filepath.Base(p)
+	return b == ".env" || b == ".envrc" || strings.HasPrefix(b, ".env.") || strings.HasSuffix(b, ".env")
+}
+
+// builtinMiddleware runs Shoal's builtins. A command given by path
+// (/bin/ls) is never a builtin, which is how a script reaches the external
+// program of the same name.
+func (e *Evaluator) builtinMiddleware(next interp.ExecHandlerFunc) interp.ExecHandlerFunc {
+	return func(ctx context.Context, args []string) error {
+		b, ok := builtins[args[0]]
+		ru := runOf(ctx)
+		if !ok || ru == nil {
+			return next(ctx, args)
+		}
+		c := &call{e: e, ctx: ctx, hc: interp.HandlerCtx(ctx), ru: ru, args: args, next: next}
+		return b(c)
+	}
+}
+
+// processMiddleware runs external commands as processes in their own
+// process group. It is the last handler: it never calls next, because the
+// default handler would start processes this evaluator cannot track.
+func (e *Evaluator) processMiddleware(next interp.ExecHandlerFunc) interp.ExecHandlerFunc {
+	return func(ctx context.Context, args []string) error {
+		hc := interp.HandlerCtx(ctx)
+		ru := runOf(ctx)
+		path, err := interp.LookPathDir(hc.Dir, hc.Env, args[0])
+		if err != nil {
+			if strings.Contains(args[0], "/") {
+				fmt.Fprintf(hc.Stderr, "%s: %v\n", args[0], unwrapPathError(err))
+				if _, serr := os.Stat(absIn(hc.Dir, args[0])); serr == nil {
+					return interp.ExitStatus(126)
+				}
+				return interp.ExitStatus(127)
+			}
+			fmt.Fprintf(hc.Stderr, "%s: command not found\n", args[0])
+			return interp.ExitStatus(127)
+		}
+		if ru != nil {
+			ru.effect(EffectProcSpawn, path)
+			observeCommand(ru, hc.Dir, args, hc.Pos.Offset(), 0)
+		}
+		return e.spawn(ctx, ru, hc, path, args)
+	}
+}
+
+func unwrapPathError(err error) error {
+	if pe, ok := err.(*os.PathError); ok {
+		return pe.Err
+	}
+	return err
+}
+
+func absIn(dir, p string) string {
+	if filepath.IsAbs(p) {
+		return filepath.Clean(p)
+	}
+	return filepath.Join(dir, p)
+}

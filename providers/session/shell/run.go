@@ -1,0 +1,329 @@
+package shell
+
+import (
+	"cmp"
+	"context"
+	"io"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+
+	"mvdan.cc/sh/v3/syntax"
+
+	"github.com/shoal-sh/shoal/core/value"
+)
+
+// Caps that keep one run's bookkeeping bounded whatever the script does
+// (a loop over a million files must not grow the journal row).
+const (
+	maxEffects = 256
+	maxHeads   = 64
+)
+
+// runKey finds the current run in a handler's context. Handlers are shared
+// by every copy of the session runner, so the run they act for travels in
+// the context interp passes them.
+type runKey struct{}
+
+func runOf(ctx context.Context) *run {
+	ru, _ := ctx.Value(runKey{}).(*run)
+	return ru
+}
+
+// run is the bookkeeping of one Run: capture, observed effects and heads,
+// marks, the pending builtin value, and its foreground state.
+type run struct {
+	e              *Evaluator
+	ctx            context.Context
+	stdout, stderr *capture
+	mayBackground  bool     // the source has &, coproc or process substitution
+	declHeads      []headAt // declaration commands in the source, which interp runs without hooks
+
+	mu             sync.Mutex
+	effects        []Effect
+	effectSet      map[Effect]struct{}
+	effectsDropped int
+	heads          []headAt
+	headSet        map[string]int // index into heads
+	marks          map[string]struct{}
+	pending        *pendingValue
+	handoffs       []pipeKey
+	fgHeld         bool // holds the evaluator's foreground token
+	detached       bool
+	finished       bool
+}
+
+// pendingValue is a builtin's value written to the run's own stdout. It
+// becomes the run's value if nothing runs after it; otherwise it is
+// written out as JSON before the next command, keeping output order.
+type pendingValue struct {
+	v     value.Value
+	write func(w io.Writer) error
+}
+
+func (e *Evaluator) newRun(file *syntax.File) *run {
+	ru := &run{
+		e:         e,
+		stdout:    newCapture(e.opts.MaxCapture),
+		stderr:    newCapture(e.opts.MaxCapture),
+		effectSet: make(map[Effect]struct{}),
+		headSet:   make(map[string]int),
+		marks:     make(map[string]struct{}),
+	}
+	ru.scan(file)
+	return ru
+}
+
+// scan looks at the source for what the interpreter's hooks cannot see:
+// declaration builtins (export, declare, local, readonly, typeset), which
+// may dump the environment, and constructs that leave work running after
+// the run returns.
+func (ru *run) scan(file *syntax.File) {
+	syntax.Walk(file, func(n syntax.Node) bool {
+		switch n := n.(type) {
+		case *syntax.Stmt:
+			if n.Background || n.Coprocess || n.Disown {
+				ru.mayBackground = true
+			}
+		case *syntax.ProcSubst, *syntax.CoprocClause:
+			ru.mayBackground = true
+		case *syntax.DeclClause:
+			ru.declHeads = append(ru.declHeads, headAt{name: n.Variant.Value, offset: n.Pos().Offset(), seq: -1})
+			if declDumps(n) {
+				ru.mark(MarkSecretSource)
+			}
+		}
+		return true
+	})
+}
+
+// declDumps reports whether a declaration prints variables: export,
+// declare, readonly or typeset with no names, or with -p.
+func declDumps(d *syntax.DeclClause) bool {
+	names := 0
+	for _, as := range d.Args {
+		if as.Naked && as.Name == nil && as.Value != nil {
+			if lit := as.Value.Lit(); strings.HasPrefix(lit, "-") {
+				if strings.Contains(lit, "p") {
+					return true
+				}
+				continue
+			}
+		}
+		names++
+	}
+	return names == 0
+}
+
+func (ru *run) effect(kind, target string) {
+	if ru == nil {
+		return
+	}
+	ef := Effect{Kind: kind, Target: target}
+	ru.mu.Lock()
+	defer ru.mu.Unlock()
+	if _, ok := ru.effectSet[ef]; ok {
+		return
+	}
+	if len(ru.effects) >= maxEffects {
+		ru.effectsDropped++
+		return
+	}
+	ru.effectSet[ef] = struct{}{}
+	ru.effects = append(ru.effects, ef)
+}
+
+// headAt is a command name and where it first ran in the source. Heads
+// are reported in source order, not in the order the interpreter reached
+// them: the two sides of a pipeline run concurrently, and `ls | jq` must
+// have the head ls every time.
+type headAt struct {
+	name   string
+	offset uint
+	seq    int
+}
+
+func (ru *run) head(name string, offset uint) {
+	if ru == nil || name == "" {
+		return
+	}
+	name = filepath.Base(name)
+	ru.mu.Lock()
+	defer ru.mu.Unlock()
+	if i, ok := ru.headSet[name]; ok {
+		if offset < ru.heads[i].offset {
+			ru.heads[i].offset = offset
+		}
+		return
+	}
+	if len(ru.heads) >= maxHeads {
+		return
+	}
+	ru.headSet[name] = len(ru.heads)
+	ru.heads = append(ru.heads, headAt{name: name, offset: offset, seq: len(ru.heads)})
+}
+
+func (ru *run) mark(m string) {
+	if ru == nil {
+		return
+	}
+	ru.mu.Lock()
+	ru.marks[m] = struct{}{}
+	ru.mu.Unlock()
+}
+
+// setPending makes v the candidate value of the run, writing out the
+// previous candidate first.
+func (ru *run) setPending(p *pendingValue) {
+	ru.mu.Lock()
+	prev := ru.pending
+	ru.pending = p
+	ru.mu.Unlock()
+	if prev != nil {
+		_ = prev.write(ru.stdout)
+	}
+}
+
+// flushPending writes out the candidate value: another command is about to
+// run, so the builtin was not the last command.
+func (ru *run) flushPending() {
+	ru.mu.Lock()
+	p := ru.pending
+	ru.pending = nil
+	ru.mu.Unlock()
+	if p != nil {
+		_ = p.write(ru.stdout)
+	}
+}
+
+func (ru *run) takePending() *pendingValue {
+	ru.mu.Lock()
+	defer ru.mu.Unlock()
+	p := ru.pending
+	ru.pending = nil
+	return p
+}
+
+// detach turns the run into a task: it gives the foreground back so the
+// next run can start, and its state will not be merged.
+func (ru *run) detach() {
+	ru.mu.Lock()
+	defer ru.mu.Unlock()
+	if ru.finished || ru.detached {
+		return
+	}
+	ru.detached = true
+	if ru.fgHeld {
+		ru.fgHeld = false
+		<-ru.e.fg
+	}
+}
+
+// releaseForeground gives the token back without merging (error paths).
+func (ru *run) releaseForeground() {
+	ru.mu.Lock()
+	defer ru.mu.Unlock()
+	if ru.fgHeld {
+		ru.fgHeld = false
+		<-ru.e.fg
+	}
+}
+
+// finish marks the run ended. It reports whether the run must merge its
+// state and release the foreground token, which it still holds.
+func (ru *run) finish() bool {
+	ru.mu.Lock()
+	defer ru.mu.Unlock()
+	ru.finished = true
+	merge := ru.fgHeld && !ru.detached
+	ru.fgHeld = false
+	return merge
+}
+
+// result assembles the Result once the interpreter returned.
+func (ru *run) result(exit int, before, after []EnvVar, raw bool) *Result {
+	for _, name := range changedEnv(before, after) {
+		ru.effect(EffectEnvWrite, name)
+	}
+	p := ru.takePending()
+	if p != nil && exit != 0 {
+		_ = p.write(ru.stdout)
+		p = nil
+	}
+	res := &Result{Exit: exit}
+	outB, outDropped := ru.stdout.bytes()
+	errB, errDropped := ru.stderr.bytes()
+	out, outText := cleanOutput(outB, raw)
+	errS, errText := cleanOutput(errB, raw)
+	res.Stdout, res.Stderr = out, errS
+	res.StdoutDropped, res.StderrDropped = outDropped, errDropped
+	if p != nil {
+		res.Value, res.Builtin = p.v, true
+	} else {
+		res.Value = value.NewRecord(
+			value.F("exit", value.Int(exit)),
+			value.F("stdout", textValue(out, outText)),
+			value.F("stderr", textValue(errS, errText)),
+		)
+	}
+
+	ru.mu.Lock()
+	defer ru.mu.Unlock()
+	res.Effects = slices.Clone(ru.effects)
+	res.EffectsDropped = ru.effectsDropped
+	heads := slices.Clone(ru.heads)
+	for _, h := range ru.declHeads {
+		if i := slices.IndexFunc(heads, func(x headAt) bool { return x.name == h.name }); i >= 0 {
+			heads[i].offset = min(heads[i].offset, h.offset)
+		} else if len(heads) < maxHeads {
+			heads = append(heads, h)
+		}
+	}
+	slices.SortStableFunc(heads, func(a, b headAt) int {
+		if a.offset != b.offset {
+			return cmp.Compare(a.offset, b.offset)
+		}
+		return cmp.Compare(a.seq, b.seq)
+	})
+	for _, h := range heads {
+		res.Heads = append(res.Heads, h.name)
+	}
+	res.Detached = ru.detached
+	for m := range ru.marks {
+		res.Marks = append(res.Marks, m)
+	}
+	slices.Sort(res.Marks)
+	return res
+}
+
+func textValue(s string, text bool) value.Value {
+	if text {
+		return value.Str(s)
+	}
+	return value.Bytes(s)
+}
+
+// changedEnv names the exported variables that appeared, disappeared or
+// changed value between two sorted snapshots.
+func changedEnv(before, after []EnvVar) []string {
+	var names []string
+	i, j := 0, 0
+	for i < len(before) || j < len(after) {
+		switch {
+		case j == len(after) || i < len(before) && before[i].Name < after[j].Name:
+			names = append(names, before[i].Name)
+			i++
+		case i == len(before) || after[j].Name < before[i].Name:
+			names = append(names, after[j].Name)
+			j++
+		default:
+			if before[i].Value != after[j].Value {
+				names = append(names, after[j].Name)
+			}
+			i++
+			j++
+		}
+	}
+	return names
+}

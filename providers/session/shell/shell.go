@@ -1,0 +1,394 @@
+package shell
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"mvdan.cc/sh/v3/expand"
+	"mvdan.cc/sh/v3/interp"
+	"mvdan.cc/sh/v3/syntax"
+
+	"github.com/shoal-sh/shoal/core/value"
+)
+
+// EmitFunc publishes payload on a user.* channel of the kernel's event bus
+// and returns the seq the event got. The bus decides which channels are
+// allowed; its error is shown to the script as is.
+type EmitFunc func(ctx context.Context, channel string, payload json.RawMessage) (seq uint64, err error)
+
+// NextEventFunc waits for the next event on channel and returns its seq and
+// payload. With since nil it waits for the first event published after the
+// call; otherwise it returns the oldest retained event with seq > *since,
+// waiting when there is none yet. It returns ctx.Err() when ctx ends first.
+type NextEventFunc func(ctx context.Context, channel string, since *uint64) (seq uint64, payload json.RawMessage, err error)
+
+// Options configures an [Evaluator]. The zero value is usable.
+type Options struct {
+	// Dir is the initial working directory; the process's own when empty.
+	Dir string
+	// Env is the initial environment as NAME=value pairs. When nil the
+	// process environment is used, minus the variables that describe the
+	// kernel's own terminal and session, plus the agent-safe defaults (see
+	// docs/shell.md). An explicit Env is taken as given.
+	Env []string
+	// Emit carries the emit builtin to the wire bus; nil makes emit fail
+	// with a message saying the session has no bus.
+	Emit EmitFunc
+	// NextEvent carries wire events to the recv builtin; nil makes recv
+	// fail likewise.
+	NextEvent NextEventFunc
+	// MaxCapture is the number of bytes of stdout and of stderr kept per
+	// run (the first and last halves); default [DefaultMaxCapture].
+	MaxCapture int
+	// RawOutput keeps ANSI escapes, carriage returns and backspaces in the
+	// captured output instead of cleaning them.
+	RawOutput bool
+	// KillGrace is how long a process group has between SIGTERM and
+	// SIGKILL when its run is cancelled or the evaluator closes; default
+	// [DefaultKillGrace].
+	KillGrace time.Duration
+}
+
+// Defaults for [Options].
+const (
+	DefaultMaxCapture = 16 << 20
+	DefaultKillGrace  = time.Second
+)
+
+// ErrClosed is returned by Run once [Evaluator.Close] has been called.
+var ErrClosed = errors.New("shell evaluator is closed: the session ended, attach to a new one")
+
+// RunOptions tunes one run.
+type RunOptions struct {
+	// Detach, when closed, turns the run into a task: it goes on running
+	// concurrently with later foreground runs and its state changes (cd,
+	// variables, functions) are not merged into the session. A channel that
+	// is already closed starts the run as a task. Nil means the run stays
+	// in the foreground until it ends.
+	Detach <-chan struct{}
+}
+
+// Evaluator is one shell session. It is safe for concurrent use: foreground
+// runs take turns, tasks run beside them.
+type Evaluator struct {
+	opts       Options
+	base       context.Context // cancelled by Close; parent of every run context
+	cancelBase context.CancelFunc
+	fg         chan struct{} // the foreground token, capacity 1
+
+	mu        sync.Mutex
+	closed    bool
+	session   *interp.Runner // committed state; never run directly, only copied
+	exported  []EnvVar       // exported variables of session, sorted
+	lingering map[*run]context.CancelFunc
+	groups    map[int]*group
+	killers   map[*time.Timer]struct{}
+	handoffs  map[pipeKey]handoff
+	events    eventState
+
+	wg sync.WaitGroup // runs in progress and processes not yet reaped
+}
+
+// New makes an evaluator. It fails when the directory is not usable.
+func New(opts Options) (*Evaluator, error) {
+	if opts.MaxCapture <= 0 {
+		opts.MaxCapture = DefaultMaxCapture
+	}
+	if opts.KillGrace <= 0 {
+		opts.KillGrace = DefaultKillGrace
+	}
+	if opts.Dir == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return nil, fmt.Errorf("new shell: working directory: %w", err)
+		}
+		opts.Dir = wd
+	}
+	dir, err := filepath.Abs(opts.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("new shell: %w", err)
+	}
+	if fi, err := os.Stat(dir); err != nil {
+		return nil, fmt.Errorf("new shell: %w", err)
+	} else if !fi.IsDir() {
+		return nil, fmt.Errorf("new shell: %s is not a directory", dir)
+	}
+	opts.Dir = dir
+	env := opts.Env
+	if env == nil {
+		env = agentEnviron(os.Environ())
+	}
+	e := &Evaluator{
+		opts:      opts,
+		fg:        make(chan struct{}, 1),
+		lingering: make(map[*run]context.CancelFunc),
+		groups:    make(map[int]*group),
+		killers:   make(map[*time.Timer]struct{}),
+		handoffs:  make(map[pipeKey]handoff),
+	}
+	e.base, e.cancelBase = context.WithCancel(context.Background())
+	r, err := interp.New(
+		interp.Env(expand.ListEnviron(env...)),
+		interp.Dir(dir),
+		interp.StdIO(nil, nil, nil),
+		interp.CallHandler(e.callHandler),
+		interp.OpenHandler(e.openHandler),
+		interp.ExecHandlers(e.builtinMiddleware, e.processMiddleware),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("new shell: %w", err)
+	}
+	// Running nothing initialises the runner's variables (PWD, HOME, …) so
+	// Env and Subshell see the same state a first run would.
+	if err := r.Run(e.base, &syntax.File{}); err != nil {
+		return nil, fmt.Errorf("new shell: %w", err)
+	}
+	e.session = r
+	e.exported = exportedVars(r.Vars)
+	return e, nil
+}
+
+// Run runs src in the foreground; see [Evaluator.RunWith].
+func (e *Evaluator) Run(ctx context.Context, src string) (*Result, error) {
+	return e.RunWith(ctx, src, RunOptions{})
+}
+
+// RunWith parses src as bash and runs it on a copy of the session state.
+//
+// A syntax error is not an error of RunWith: it is a Result with exit 2 and
+// the parser's message on stderr, like bash. RunWith returns an error only
+// when the run could not complete: ctx was cancelled (the partial Result
+// comes with ctx.Err(), exit 130, and every process group of the run is
+// ended) or the evaluator was closed ([ErrClosed]).
+//
+// A foreground run waits for the previous foreground run to end or detach.
+// When it ends without having been detached its state becomes the
+// session's.
+func (e *Evaluator) RunWith(ctx context.Context, src string, opts RunOptions) (*Result, error) {
+	start := time.Now()
+	if err := e.enter(); err != nil {
+		return nil, err
+	}
+	defer e.wg.Done()
+
+	file, perr := syntax.NewParser(syntax.Variant(syntax.LangBash)).Parse(strings.NewReader(src), "")
+	if perr != nil {
+		return parseErrorResult(perr, start), nil
+	}
+
+	ru := e.newRun(file)
+	if isClosed(opts.Detach) {
+		ru.detached = true
+	} else {
+		select {
+		case e.fg <- struct{}{}:
+			ru.fgHeld = true
+		case <-opts.Detach:
+			ru.detached = true
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-e.base.Done():
+			return nil, ErrClosed
+		}
+	}
+
+	e.mu.Lock()
+	r := e.session.Subshell()
+	before := e.exported
+	e.mu.Unlock()
+	if err := interp.StdIO(nil, ru.stdout, ru.stderr)(r); err != nil {
+		ru.releaseForeground()
+		return nil, fmt.Errorf("run: %w", err)
+	}
+
+	runCtx, cancel := context.WithCancel(e.base)
+	ru.ctx = context.WithValue(runCtx, runKey{}, ru)
+	stopCaller := context.AfterFunc(ctx, cancel)
+	stopTerminate := context.AfterFunc(runCtx, func() { e.terminate(ru) })
+
+	watchDone := make(chan struct{})
+	if !ru.detached && opts.Detach != nil {
+		go func() {
+			select {
+			case <-opts.Detach:
+				ru.detach()
+			case <-watchDone:
+			}
+		}()
+	}
+
+	err := r.Run(ru.ctx, file)
+	close(watchDone)
+	stopCaller()
+
+	exit, retErr := 0, error(nil)
+	var es interp.ExitStatus
+	switch {
+	case err == nil:
+	case runCtx.Err() != nil:
+		exit = 130
+		retErr = ctx.Err()
+		if e.base.Err() != nil || retErr == nil {
+			retErr = ErrClosed
+		}
+		fmt.Fprintf(ru.stderr, "shoal: run cancelled: %v\n", retErr)
+	case errors.As(err, &es):
+		exit = int(es)
+	default:
+		fmt.Fprintf(ru.stderr, "shoal: %v\n", err)
+		exit = 1
+	}
+
+	after := exportedVars(r.Vars)
+	interp.StdIO(nil, nil, nil)(r) // the committed state must not keep this run's buffers alive
+	if ru.finish() {
+		e.mu.Lock()
+		e.session = r
+		e.exported = after
+		e.mu.Unlock()
+		<-e.fg
+	}
+
+	// Background jobs (cmd &) outlive their run, so their context stays
+	// alive until Close; everything else ends here.
+	if ru.mayBackground && runCtx.Err() == nil {
+		e.mu.Lock()
+		e.lingering[ru] = cancel
+		e.mu.Unlock()
+	} else {
+		stopTerminate()
+		cancel()
+	}
+	e.dropHandoffs(ru)
+
+	res := ru.result(exit, before, after, e.opts.RawOutput)
+	res.Duration = time.Since(start)
+	return res, retErr
+}
+
+// Cwd is the session's working directory as of the last foreground run.
+func (e *Evaluator) Cwd() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.session.Dir
+}
+
+// Env returns the session's exported variables, sorted by name. The values
+// are secrets as far as Shoal is concerned: callers show them only to
+// principals holding the EnvRead grant.
+func (e *Evaluator) Env() []EnvVar {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.exported)
+}
+
+// Close cancels every run, ends every process group the evaluator started
+// (SIGTERM, then SIGKILL after the grace period) and waits until the
+// direct children are reaped and the runs have returned. It is idempotent.
+func (e *Evaluator) Close() error {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil
+	}
+	e.closed = true
+	lingering := e.lingering
+	e.lingering = nil
+	e.mu.Unlock()
+
+	e.cancelBase()
+	for _, cancel := range lingering {
+		cancel()
+	}
+	groups := e.liveGroups()
+	for _, g := range groups {
+		g.signal(sigTERM)
+	}
+	deadline := time.Now().Add(e.opts.KillGrace)
+	for time.Now().Before(deadline) && anyLeaderRunning(groups) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	groups = e.liveGroups()
+	for _, g := range groups {
+		g.signal(sigKILL)
+	}
+	// SIGKILL cannot be refused, but dying takes a moment; wait (bounded)
+	// so that no process of ours is still running when Close returns.
+	deadline = time.Now().Add(e.opts.KillGrace)
+	for time.Now().Before(deadline) && slices.ContainsFunc(groups, (*group).alive) {
+		time.Sleep(2 * time.Millisecond)
+	}
+
+	done := make(chan struct{})
+	go func() {
+		e.wg.Wait()
+		close(done)
+	}()
+	var err error
+	select {
+	case <-done:
+	case <-time.After(10 * e.opts.KillGrace):
+		err = errors.New("close shell: some runs did not stop after their processes were killed")
+	}
+	e.mu.Lock()
+	for t := range e.killers {
+		t.Stop()
+	}
+	clear(e.killers)
+	e.mu.Unlock()
+	return err
+}
+
+// enter registers a run, refusing once the evaluator is closed.
+func (e *Evaluator) enter() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return ErrClosed
+	}
+	e.wg.Add(1)
+	return nil
+}
+
+func isClosed(ch <-chan struct{}) bool {
+	if ch == nil {
+		return false
+	}
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+func parseErrorResult(err error, start time.Time) *Result {
+	msg := err.Error() + "\n"
+	return &Result{
+		Exit:     2,
+		Stderr:   msg,
+		Value:    value.NewRecord(value.F("exit", value.Int(2)), value.F("stdout", value.Str("")), value.F("stderr", value.Str(msg))),
+		Duration: time.Since(start),
+	}
+}
+
+// exportedVars lists the exported, set string variables of a runner's
+// final variable map.
+func exportedVars(vars map[string]expand.Variable) []EnvVar {
+	out := make([]EnvVar, 0, len(vars))
+	for name, vr := range vars {
+		if vr.IsSet() && vr.Exported && vr.Kind == expand.String {
+			out = append(out, EnvVar{Name: name, Value: vr.Str})
+		}
+	}
+	slices.SortFunc(out, func(a, b EnvVar) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
