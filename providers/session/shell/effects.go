@@ -31,21 +31,21 @@ var valueFlags = map[string]string{
 // netSubcommands are programs that reach the network only for some
 // subcommands.
 var netSubcommands = map[string][]string{
-	"git":    {"clone", "fetch", "pull", "push", "ls-remote", "submodule", "remote"},
-	"npm":    {"install", "i", "ci", "add", "update", "publish", "view", "login"},
-	"pnpm":   {"install", "i", "add", "update", "publish"},
-	"yarn":   {"install", "add", "upgrade", "publish"},
-	"bun":    {"install", "i", "add", "update", "publish"},
-	"pip":    {"install", "download"},
-	"pip3":   {"install", "download"},
-	"uv":     {"pip", "add", "sync", "lock"},
-	"go":     {"get", "install", "mod"},
-	"cargo":  {"install", "fetch", "publish", "update", "search"},
-	"apt":    {"install", "update", "upgrade", "download"},
+	"git":     {"clone", "fetch", "pull", "push", "ls-remote", "submodule", "remote"},
+	"npm":     {"install", "i", "ci", "add", "update", "publish", "view", "login"},
+	"pnpm":    {"install", "i", "add", "update", "publish"},
+	"yarn":    {"install", "add", "upgrade", "publish"},
+	"bun":     {"install", "i", "add", "update", "publish"},
+	"pip":     {"install", "download"},
+	"pip3":    {"install", "download"},
+	"uv":      {"pip", "add", "sync", "lock"},
+	"go":      {"get", "install", "mod"},
+	"cargo":   {"install", "fetch", "publish", "update", "search"},
+	"apt":     {"install", "update", "upgrade", "download"},
 	"apt-get": {"install", "update", "upgrade", "dist-upgrade", "download"},
-	"docker": {"pull", "push", "login", "search"},
-	"podman": {"pull", "push", "login", "search"},
-	"brew":   {"install", "update", "upgrade", "fetch"},
+	"docker":  {"pull", "push", "login", "search"},
+	"podman":  {"pull", "push", "login", "search"},
+	"brew":    {"install", "update", "upgrade", "fetch"},
 }
 
 // observeCommand records the effects, heads and marks one command line

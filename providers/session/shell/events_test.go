@@ -113,9 +113,9 @@ func TestRecv(t *testing.T) {
 	bus := newFakeBus()
 	e, _ := newTestEvaluator(t, nil, Options{Emit: bus.Emit, NextEvent: bus.NextEvent})
 
-	bus.publish("user.c", `"first"`)                   // seq 0, from the wire
-	runSrc(t, e, `emit user.c '"mine"'`)                   // seq 1, the evaluator's own
-	bus.publish("user.c", `{"from":"wire","n":2}`)      // seq 2
+	bus.publish("user.c", `"first"`)               // seq 0, from the wire
+	runSrc(t, e, `emit user.c '"mine"'`)           // seq 1, the evaluator's own
+	bus.publish("user.c", `{"from":"wire","n":2}`) // seq 2
 	res := runSrc(t, e, `recv --since 0 user.c`)
 	want := `{"$":"record","v":{"channel":{"$":"str","v":"user.c"},"seq":{"$":"int","v":2},"payload":{"$":"record","v":{"from":{"$":"str","v":"wire"},"n":{"$":"int","v":2}}}}}`
 	if !value.Equal(res.Value, mustValue(t, want)) {

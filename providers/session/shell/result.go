@@ -51,7 +51,7 @@ type Result struct {
 	// applied) unless Options.RawOutput is set. When a stream passed
 	// Options.MaxCapture its middle is replaced by a marker line and the
 	// Dropped counters say how many bytes went.
-	Stdout, Stderr             string
+	Stdout, Stderr               string
 	StdoutDropped, StderrDropped int64
 	// Effects are the side effects observed while the run ran, in first
 	// occurrence order, each kind/target pair once. EffectsDropped counts
