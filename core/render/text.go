@@ -184,7 +184,7 @@ func (w *textWriter) block(v value.Value, first, rest string, depth int) {
 		w.table(x, first, rest)
 	default:
 		if !w.line(first, w.inline(v, inlineMax)) {
-			w.stop(textCut{what: "characters", total: -1})
+			w.stop(textCut{what: "value", total: -1})
 		}
 	}
 }

@@ -460,7 +460,7 @@ type tableParts struct {
 // member decodes one non-tag member of a typed object of the given kind.
 func (d *decoder) member(kind Kind, name string, at *loc, depth int, out *Value, tbl **tableParts) error {
 	bad := func() error {
-		return d.errorf(at, "unknown member %q in a %s value; a %s has %s", name, kind, kind, kindMembers[kind])
+		return d.errorf(at, "unknown member %q in %s value; %s has %s", name, kind.Article(), kind.Article(), kindMembers[kind])
 	}
 	switch kind {
 	case KindNull:
@@ -734,7 +734,7 @@ func finish(d *decoder, at *loc, kind Kind, out Value, tp *tableParts) (Value, e
 		if kind == KindBytes {
 			want = `"b64"`
 		}
-		return nil, d.errorf(at, "a %s needs %s", kind, want)
+		return nil, d.errorf(at, "%s needs %s", kind.Article(), want)
 	}
 	return out, nil
 }

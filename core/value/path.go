@@ -406,9 +406,16 @@ func (c *cursor) step(st step, at where) error {
 		if k := kindOf(c.cur); k == "str" || k == "bytes" {
 			hint = "use slice=a..b to take part of a " + k
 		}
-		return badPath("cannot take %s at %s: it is a %s, a scalar; %s", what, at, kindOf(c.cur), hint)
+		return badPath("cannot take %s at %s: it is %s, a scalar; %s", what, at, articleOf(c.cur), hint)
 	}
 	return nil
+}
+
+func articleOf(v Value) string {
+	if v == nil {
+		return "a null"
+	}
+	return v.Kind().Article()
 }
 
 func kindOf(v Value) string {

@@ -43,7 +43,7 @@ var pathCases = []struct {
 	{path: ".items[-4]", err: `index -4 out of range at .items: the list has 3 items`},
 	{path: ".items[2][0]", err: `index 0 out of range at .items[2]: the list has 0 items`},
 	{path: ".items.x", err: `cannot select field "x" at .items: it is a list of 3 items; use [i]`},
-	{path: ".n.x", err: `cannot take field "x" at .n: it is a int, a scalar`},
+	{path: ".n.x", err: `cannot take field "x" at .n: it is an int, a scalar`},
 	{path: ".name[0]", err: `cannot take index [0] at .name: it is a str, a scalar; use slice=a..b`},
 	{path: "[0]", err: `cannot index a record with [0] at .: use .name`},
 	{path: ".rows[0][1]", err: `cannot index a record with [1] at .rows[0]: use .name; fields: name, size`},

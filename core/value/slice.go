@@ -107,7 +107,7 @@ func ApplySlice(v Value, s Slice) (Value, error) {
 		a, b := StrRange(string(x), s)
 		return x[a:b], nil
 	}
-	return nil, rpc.Errorf(rpc.BadSlice, "cannot slice a %s: slices apply to list, table, str and bytes; use a path to reach one first", kindOf(v))
+	return nil, rpc.Errorf(rpc.BadSlice, "cannot slice %s: slices apply to list, table, str and bytes; use a path to reach one first", articleOf(v))
 }
 
 // StrRange returns the byte offsets of the characters [s.Start, s.End) of

@@ -73,7 +73,7 @@ func TestApplySlice(t *testing.T) {
 		{v: Str("日本語"), s: "2..", want: Str("語")},
 		{v: Str("abc"), s: "9..10", want: Str("")},
 		{v: NewRecord(F("a", Int(1))), s: "0..1", err: "cannot slice a record"},
-		{v: Int(4), s: "0..1", err: "cannot slice a int"},
+		{v: Int(4), s: "0..1", err: "cannot slice an int"},
 		{v: Null{}, s: "0..1", err: "cannot slice a null"},
 	}
 	for _, tc := range cases {

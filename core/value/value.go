@@ -27,6 +27,15 @@ const (
 
 var kindNames = [...]string{"null", "bool", "int", "float", "str", "bytes", "list", "record", "table"}
 
+// Article returns the kind with its indefinite article ("an int", "a
+// list"), for messages.
+func (k Kind) Article() string {
+	if k == KindInt {
+		return "an int"
+	}
+	return "a " + k.String()
+}
+
 func (k Kind) String() string {
 	if int(k) < len(kindNames) {
 		return kindNames[k]
