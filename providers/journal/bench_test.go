@@ -1,0 +1,212 @@
+package journal
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/shoal-sh/shoal/core"
+	bolt "go.etcd.io/bbolt"
+)
+
+func benchRow(i int) core.JournalRow {
+	return core.JournalRow{
+		Session: "main", Principal: fmt.Sprintf("agent:%d", i%4), Kind: "exec", Head: "git",
+		Source: "git status --short && go test ./...", Effects: []string{"fs.read", "proc.spawn"},
+		OK: true, Ref: fmt.Sprintf("out:%d", i+1), Transcript: true,
+	}
+}
+
+// BenchmarkDurableAppend compares durable appends through the group-commit
+// writer, 64 callers at once, with the naive alternative: one bbolt
+// Update (one fsync) per row.
+func BenchmarkDurableAppend(b *testing.B) {
+	rates := map[string]float64{}
+	for _, tc := range []struct {
+		name   string
+		noSync bool
+	}{{"group-commit-64", false}, {"group-commit-64-nosync", true}} {
+		b.Run(tc.name, func(b *testing.B) {
+			j, err := Open(filepath.Join(b.TempDir(), FileName), Options{NoSync: tc.noSync})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer j.Close()
+			var n atomic.Int64
+			// RunParallel starts parallelism × GOMAXPROCS goroutines.
+			b.SetParallelism(max(1, 64/runtime.GOMAXPROCS(0)))
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if _, err := j.Append(context.Background(), benchRow(int(n.Add(1)))); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			rates[tc.name] = float64(b.N) / b.Elapsed().Seconds()
+			b.ReportMetric(rates[tc.name], "rows/s")
+		})
+	}
+	b.Run("update-per-row", func(b *testing.B) {
+		j, err := Open(filepath.Join(b.TempDir(), FileName), Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer j.Close()
+		i := 0
+		for b.Loop() {
+			err := j.db.Update(func(tx *bolt.Tx) error {
+				id, _ := tx.Bucket(bucketRows).NextSequence()
+				s := storedRow{JournalRow: benchRow(i), JournalSeq: id - 1}
+				s.EntryID, s.TS = id, time.Now().UnixNano()
+				return putRow(tx, &s)
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			i++
+		}
+		rates["update-per-row"] = float64(b.N) / b.Elapsed().Seconds()
+		b.ReportMetric(rates["update-per-row"], "rows/s")
+	})
+	g, u := rates["group-commit-64"], rates["update-per-row"]
+	if g > 0 && u > 0 {
+		b.Logf("group commit %.0f rows/s, one Update per row %.0f rows/s: %.1f×", g, u, g/u)
+	}
+}
+
+// buildJournal writes n synthetic rows straight through putRow in large
+// unsynced transactions, the way a long-lived kernel's journal would look:
+// 50 principals, 40 heads, 80% ok, a few effects per row.
+func buildJournal(b *testing.B, path string, n int) {
+	db, err := bolt.Open(path, 0o600, &bolt.Options{NoSync: true, NoGrowSync: true, NoFreelistSync: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := initialize(db); err != nil {
+		b.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(1, 1))
+	effects := []string{"fs.read", "fs.write", "fs.delete", "proc.spawn", "net", "env.write", "pty", "event.publish"}
+	ts := time.Date(2025, 6, 1, 0, 0, 0, 0, time.UTC).UnixNano()
+	const batch = 50_000
+	for start := 0; start < n; start += batch {
+		err := db.Update(func(tx *bolt.Tx) error {
+			rows := tx.Bucket(bucketRows)
+			for i := start; i < min(n, start+batch); i++ {
+				id, _ := rows.NextSequence()
+				ts += int64(rng.IntN(2_000_000_000))
+				var eff []string
+				for _, e := range effects {
+					if rng.IntN(5) == 0 {
+						eff = append(eff, e)
+					}
+				}
+				s := storedRow{JournalRow: core.JournalRow{
+					EntryID: id, TS: ts, Session: "main", Kind: "exec",
+					Principal: fmt.Sprintf("agent:%d", rng.IntN(50)),
+					Head:      fmt.Sprintf("cmd%d", rng.IntN(40)),
+					Source:    "some command --with flags | and a pipe",
+					Effects:   eff, OK: rng.IntN(5) != 0, Ref: fmt.Sprintf("out:%d", id),
+				}, JournalSeq: id - 1}
+				if err := putRow(tx, &s); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// BenchmarkQuery1M queries a journal of one million rows. The indexed
+// query (principal + head, limit 25) is compared with a scan of the rows
+// newest first, which is what the query would cost without indexes.
+func BenchmarkQuery1M(b *testing.B) {
+	const n = 1_000_000
+	path := filepath.Join(b.TempDir(), FileName)
+	start := time.Now()
+	buildJournal(b, path, n)
+	fi, _ := os.Stat(path)
+	b.Logf("built %d rows in %v (%d MiB)", n, time.Since(start).Round(time.Millisecond), fi.Size()>>20)
+	j, err := Open(path, Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer j.Close()
+
+	no := false
+	queries := []struct {
+		name string
+		q    func(i int) Query
+	}{
+		{"principal+head-limit25", func(i int) Query {
+			return Query{Principal: fmt.Sprintf("agent:%d", i%50), Head: fmt.Sprintf("cmd%d", (i*7)%40), Limit: 25}
+		}},
+		{"principal+head+failed+net-limit25", func(i int) Query {
+			return Query{Principal: fmt.Sprintf("agent:%d", i%50), Head: fmt.Sprintf("cmd%d", (i*7)%40), OK: &no, Effects: []string{"net"}, Limit: 25}
+		}},
+		{"effects-anyof-limit100", func(i int) Query {
+			return Query{Effects: []string{"fs.delete", "env.write"}}
+		}},
+		{"since-until-limit100", func(i int) Query {
+			base := time.Date(2025, 6, 1, 0, 0, 0, 0, time.UTC).UnixNano()
+			return Query{Since: base + int64(i%1000)*1e12, Until: base + int64(i%1000+1)*1e12}
+		}},
+		{"newest-limit100", func(i int) Query { return Query{} }},
+	}
+	times := map[string]float64{}
+	for _, tc := range queries {
+		b.Run(tc.name, func(b *testing.B) {
+			i := 0
+			for b.Loop() {
+				rows, err := j.Query(tc.q(i))
+				if err != nil {
+					b.Fatal(err)
+				}
+				if len(rows) == 0 {
+					b.Fatalf("query %+v found nothing", tc.q(i))
+				}
+				i++
+			}
+			times[tc.name] = float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+		})
+	}
+	b.Run("scan-principal+head-limit25", func(b *testing.B) {
+		i := 0
+		for b.Loop() {
+			q := queries[0].q(i)
+			var found int
+			j.db.View(func(tx *bolt.Tx) error {
+				c := tx.Bucket(bucketRows).Cursor()
+				for k, _ := c.Last(); k != nil && found < 25; k, _ = c.Prev() {
+					s, err := decodeRow(tx.Bucket(bucketRows), binary.BigEndian.Uint64(k))
+					if err != nil {
+						return err
+					}
+					if q.matches(s) {
+						found++
+					}
+				}
+				return nil
+			})
+			i++
+		}
+		times["scan"] = float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+	})
+	if ix, scan := times["principal+head-limit25"], times["scan"]; ix > 0 && scan > 0 {
+		b.Logf("principal+head limit 25: indexed %.0f µs, scan %.0f µs: %.0f× faster", ix/1e3, scan/1e3, scan/ix)
+	}
+}

@@ -1,0 +1,195 @@
+package journal
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/shoal-sh/shoal/core"
+	bolt "go.etcd.io/bbolt"
+)
+
+const crashHelperEnv = "SHOAL_JOURNAL_CRASH_HELPER"
+
+// TestCrashHelper is not a test: TestCrash runs the test binary again with
+// it selected and crashHelperEnv naming a journal. It appends rows from
+// several goroutines and prints each acknowledged entry_id, until killed.
+func TestCrashHelper(t *testing.T) {
+	path := os.Getenv(crashHelperEnv)
+	if path == "" {
+		t.Skip("helper process of TestCrash")
+	}
+	j, err := Open(path, Options{})
+	if err != nil {
+		fmt.Println("open:", err)
+		os.Exit(2)
+	}
+	var mu sync.Mutex
+	out := bufio.NewWriter(os.Stdout)
+	deadline := time.Now().Add(time.Minute) // a parent that never kills us
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() {
+			for i := 0; time.Now().Before(deadline); i++ {
+				row, err := j.Append(context.Background(), core.JournalRow{
+					Session: "main", Principal: fmt.Sprintf("agent:%d", w), Head: "echo",
+					Source: fmt.Sprintf("echo %d", i), Transcript: i%3 == 0, OK: true,
+				})
+				if err != nil {
+					fmt.Println("append:", err)
+					os.Exit(2)
+				}
+				mu.Lock()
+				fmt.Fprintln(out, row.EntryID)
+				out.Flush() // only acknowledged ids, one whole line at a time
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	os.Exit(0)
+}
+
+// TestCrash kills a writing process at random points and checks after each
+// kill that every acknowledged row survived and that both channels' seqs
+// have neither gaps nor reuse.
+func TestCrash(t *testing.T) {
+	if testing.Short() {
+		t.Skip("crash test re-executes the test binary")
+	}
+	path := filepath.Join(t.TempDir(), FileName)
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
+	acked := map[uint64]bool{}
+	var lastNext [2]uint64
+	for iter := range 10 {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestCrashHelper$", "-test.count=1")
+		cmd.Env = append(os.Environ(), crashHelperEnv+"="+path)
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		killAfter := rng.IntN(400) // acknowledged rows to wait for; 0 kills at once
+		sc := bufio.NewScanner(stdout)
+		lines := 0
+		killed := false
+		kill := func() {
+			if !killed {
+				cmd.Process.Kill() // SIGKILL: no deferred work runs
+				killed = true
+			}
+		}
+		if killAfter == 0 {
+			kill()
+		}
+		for sc.Scan() {
+			id, err := strconv.ParseUint(sc.Text(), 10, 64)
+			if err != nil {
+				kill()
+				t.Fatalf("iteration %d: helper said %q", iter, sc.Text())
+			}
+			acked[id] = true
+			if lines++; lines >= killAfter {
+				kill()
+			}
+		}
+		kill()
+		cmd.Wait()
+
+		next := checkJournalFile(t, path, acked)
+		for i, n := range next {
+			if n < lastNext[i] {
+				t.Fatalf("iteration %d: channel %d next seq went back from %d to %d", iter, i, lastNext[i], n)
+			}
+		}
+		lastNext = next
+		t.Logf("iteration %d: killed after %d acks; %d rows, next seqs %v", iter, lines, len(acked), next)
+	}
+}
+
+// checkJournalFile opens the journal as the kernel would, then checks the
+// file's invariants directly: every acknowledged id present, entry ids
+// 1..n without a gap, each channel's seqs 0..m-1 without a gap, mapped to
+// rows in id order and agreeing with the seq stored in the row.
+func checkJournalFile(t *testing.T, path string, acked map[uint64]bool) [2]uint64 {
+	t.Helper()
+	if _, err := os.Stat(path); os.IsNotExist(err) && len(acked) == 0 {
+		return [2]uint64{} // killed before the journal was created
+	}
+	j, err := Open(path, Options{})
+	if err != nil {
+		t.Fatalf("reopen after kill: %v", err)
+	}
+	defer j.Close()
+	var next [2]uint64
+	for i, ch := range []string{ChannelJournal, ChannelTranscript} {
+		if next[i], err = j.NextSeq(ch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err = j.db.View(func(tx *bolt.Tx) error {
+		rows := tx.Bucket(bucketRows)
+		n := uint64(rows.Stats().KeyN)
+		for id := range acked {
+			if rows.Get(be64(id)) == nil {
+				return fmt.Errorf("acknowledged row %d is missing", id)
+			}
+		}
+		var transcript uint64
+		for id := uint64(1); id <= n; id++ {
+			s, err := decodeRow(rows, id)
+			if err != nil {
+				return fmt.Errorf("entry ids have a gap at %d: %v", id, err)
+			}
+			if s.JournalSeq != id-1 {
+				return fmt.Errorf("row %d has journal seq %d, want %d", id, s.JournalSeq, id-1)
+			}
+			if s.InTranscript {
+				if s.TranscriptSeq == nil || *s.TranscriptSeq != transcript {
+					return fmt.Errorf("row %d has transcript seq %v, want %d", id, s.TranscriptSeq, transcript)
+				}
+				transcript++
+			}
+		}
+		for i, ch := range []string{ChannelJournal, ChannelTranscript} {
+			want := []uint64{n, transcript}[i]
+			if next[i] != want {
+				return fmt.Errorf("%s next seq %d, want %d", ch, next[i], want)
+			}
+			var seq, lastID uint64
+			err := tx.Bucket(seqBuckets[ch]).ForEach(func(k, v []byte) error {
+				if got := binary.BigEndian.Uint64(k); got != seq {
+					return fmt.Errorf("%s seqs jump from %d to %d", ch, seq, got)
+				}
+				id := binary.BigEndian.Uint64(v)
+				if id <= lastID || id > n {
+					return fmt.Errorf("%s seq %d maps to row %d after row %d", ch, seq, id, lastID)
+				}
+				seq, lastID = seq+1, id
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			if seq != want {
+				return fmt.Errorf("%s maps %d seqs, want %d", ch, seq, want)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return next
+}

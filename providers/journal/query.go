@@ -1,0 +1,226 @@
+package journal
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	"github.com/shoal-sh/shoal/core"
+	bolt "go.etcd.io/bbolt"
+)
+
+// Query limits.
+const (
+	DefaultLimit = 100
+	MaxLimit     = 1000
+)
+
+// Query selects rows; every set field must match. Rows come newest first
+// (by ts, then entry_id).
+type Query struct {
+	// Principal and Head match exactly when not empty.
+	Principal string `json:"principal,omitempty"`
+	Head      string `json:"head,omitempty"`
+	// OK matches the row's ok when not nil.
+	OK *bool `json:"ok,omitempty"`
+	// Since and Until bound ts in nanoseconds: Since <= ts < Until. Zero
+	// leaves that side open.
+	Since int64 `json:"since,omitempty"`
+	Until int64 `json:"until,omitempty"`
+	// Effects matches rows having any of the listed effects.
+	Effects []string `json:"effects,omitempty"`
+	// Limit caps the rows returned: DefaultLimit when ≤ 0, at most MaxLimit.
+	Limit int `json:"limit,omitempty"`
+}
+
+func (q *Query) limit() int {
+	switch {
+	case q.Limit <= 0:
+		return DefaultLimit
+	case q.Limit > MaxLimit:
+		return MaxLimit
+	}
+	return q.Limit
+}
+
+// matches confirms a candidate on the row itself. The indexes already
+// agree; this catches values longer than an index key holds.
+func (q *Query) matches(r *storedRow) bool {
+	if q.Principal != "" && r.Principal != q.Principal {
+		return false
+	}
+	if q.Head != "" && r.Head != q.Head {
+		return false
+	}
+	if q.OK != nil && r.OK != *q.OK {
+		return false
+	}
+	if len(q.Effects) > 0 && !slices.ContainsFunc(q.Effects, func(e string) bool { return slices.Contains(r.Effects, e) }) {
+		return false
+	}
+	return (q.Since == 0 || r.TS >= q.Since) && (q.Until == 0 || r.TS < q.Until)
+}
+
+// Query returns the rows matching q, newest first.
+//
+// Each filter is an index walked backwards; the walks leapfrog each other
+// (every cursor seeks to the newest key not newer than the current
+// candidate until all agree), so the cost follows the number of
+// alternations between the indexes, not the number of rows.
+func (j *Journal) Query(q Query) ([]core.JournalRow, error) {
+	limit := q.limit()
+	if q.Until != 0 && q.Since >= q.Until {
+		return []core.JournalRow{}, nil
+	}
+	out := make([]core.JournalRow, 0, min(limit, 64))
+	err := j.db.View(func(tx *bolt.Tx) error {
+		var walks []walk
+		if q.Principal != "" {
+			walks = append(walks, newPrefixWalk(tx.Bucket(bucketPrincipal), valuePrefix(q.Principal)))
+		}
+		if q.Head != "" {
+			walks = append(walks, newPrefixWalk(tx.Bucket(bucketHead), valuePrefix(q.Head)))
+		}
+		if q.OK != nil {
+			walks = append(walks, newPrefixWalk(tx.Bucket(bucketOK), okPrefix(*q.OK)))
+		}
+		if len(q.Effects) > 0 {
+			var u unionWalk
+			seen := map[string]bool{}
+			for _, e := range q.Effects {
+				if !seen[e] {
+					seen[e] = true
+					u = append(u, newPrefixWalk(tx.Bucket(bucketEffect), valuePrefix(e)))
+				}
+			}
+			walks = append(walks, u)
+		}
+		if len(walks) == 0 {
+			walks = append(walks, newPrefixWalk(tx.Bucket(bucketByTS), nil))
+		}
+
+		until := int64(maxTS)
+		if q.Until != 0 {
+			until = q.Until - 1
+		}
+		target := tsid(until, ^uint64(0))
+		lower := tsid(q.Since, 0)
+		rows := tx.Bucket(bucketRows)
+		for len(out) < limit {
+			key, ok := leapfrog(walks, target, lower)
+			if !ok {
+				return nil
+			}
+			id := tsidID(key)
+			s, err := decodeRow(rows, id)
+			if err != nil {
+				return err
+			}
+			if q.matches(s) {
+				out = append(out, s.row())
+			}
+			if !decrement(key) {
+				return nil
+			}
+			target = key
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("journal query: %w", err)
+	}
+	return out, nil
+}
+
+func decodeRow(rows *bolt.Bucket, id uint64) (*storedRow, error) {
+	data := rows.Get(be64(id))
+	if data == nil {
+		return nil, fmt.Errorf("row %d is missing although an index names it; the journal file is damaged", id)
+	}
+	var s storedRow
+	if err := json.Unmarshal(data, &s); err != nil {
+		return nil, fmt.Errorf("decode row %d: %w", id, err)
+	}
+	return &s, nil
+}
+
+// leapfrog returns the newest tsid not newer than target and not older
+// than lower on which every walk agrees.
+func leapfrog(walks []walk, target, lower []byte) ([]byte, bool) {
+	target = bytes.Clone(target)
+	for {
+		agreed := true
+		for _, w := range walks {
+			k, ok := w.seekLE(target)
+			if !ok || bytes.Compare(k, lower) < 0 {
+				return nil, false
+			}
+			if !bytes.Equal(k, target) {
+				copy(target, k)
+				agreed = false
+				break
+			}
+		}
+		if agreed {
+			return target, true
+		}
+	}
+}
+
+// decrement turns a 16-byte big-endian tsid into the one just below it,
+// reporting false when it was already the smallest.
+func decrement(k []byte) bool {
+	for i := len(k) - 1; i >= 0; i-- {
+		k[i]--
+		if k[i] != 0xff {
+			return true
+		}
+	}
+	return false
+}
+
+// walk is a backwards walk over one filter's tsids.
+type walk interface {
+	// seekLE returns the largest tsid ≤ k the filter holds.
+	seekLE(k []byte) ([]byte, bool)
+}
+
+// prefixWalk walks the keys of one indexed value.
+type prefixWalk struct {
+	c      *bolt.Cursor
+	prefix []byte
+	buf    []byte
+}
+
+func newPrefixWalk(b *bolt.Bucket, prefix []byte) *prefixWalk {
+	return &prefixWalk{c: b.Cursor(), prefix: prefix, buf: make([]byte, 0, len(prefix)+16)}
+}
+
+func (w *prefixWalk) seekLE(k []byte) ([]byte, bool) {
+	w.buf = append(append(w.buf[:0], w.prefix...), k...)
+	key, _ := w.c.Seek(w.buf)
+	switch {
+	case key == nil:
+		key, _ = w.c.Last()
+	case !bytes.Equal(key, w.buf):
+		key, _ = w.c.Prev()
+	}
+	if key == nil || len(key) != len(w.prefix)+16 || !bytes.HasPrefix(key, w.prefix) {
+		return nil, false
+	}
+	return key[len(w.prefix):], true
+}
+
+// unionWalk matches when any of its walks does (effects any-of).
+type unionWalk []*prefixWalk
+
+func (u unionWalk) seekLE(k []byte) ([]byte, bool) {
+	var best []byte
+	for _, w := range u {
+		if got, ok := w.seekLE(k); ok && (best == nil || bytes.Compare(got, best) > 0) {
+			best = got
+		}
+	}
+	return best, best != nil
+}
