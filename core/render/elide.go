@@ -245,6 +245,11 @@ func (e *emitter) writeQuoted(s string) {
 	if e.over {
 		return
 	}
+	if len(s) > e.limit {
+		// Its literal cannot fit: say so without copying all of it.
+		e.over = true
+		return
+	}
 	n := len(e.buf)
 	e.buf = value.AppendQuoted(e.buf, s)
 	e.pretty += len(e.buf) - n

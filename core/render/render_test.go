@@ -450,3 +450,25 @@ func BenchmarkRenderString(b *testing.B) {
 		}
 	})
 }
+
+// TestPrettyLengthIsExact: the emitter's running count of the indented
+// length matches json.Indent, so attempts stop exactly at the limit.
+func TestPrettyLengthIsExact(t *testing.T) {
+	vals := []value.Value{sampleValue(), value.List{}, value.NewRecord(), &value.Table{Cols: []string{}, Rows: [][]value.Value{{}}}}
+	for _, jc := range jsonCases {
+		vals = append(vals, jc.v)
+	}
+	for _, plain := range []bool{false, true} {
+		for _, v := range vals {
+			e := &emitter{limit: 1 << 30, b: Budget{MaxItems: 3, MaxRows: 2, MaxString: 5}.WithDefaults(), plain: plain}
+			e.run(v)
+			var out bytes.Buffer
+			if err := json.Indent(&out, e.buf, "", "  "); err != nil {
+				t.Fatal(err)
+			}
+			if out.Len() != e.pretty {
+				t.Errorf("plain=%v: counted %d, indented %d for %s", plain, e.pretty, out.Len(), e.buf)
+			}
+		}
+	}
+}

@@ -556,7 +556,11 @@ func appendInline(b *strings.Builder, v value.Value, width int) bool {
 		}
 		return put("}")
 	case *value.Table:
-		return put("<table: " + strconv.Itoa(len(x.Rows)) + " rows × " + strconv.Itoa(len(x.Cols)) + " columns (" + strings.Join(x.Cols[:min(len(x.Cols), 5)], ", ") + ")>")
+		names := make([]string, min(len(x.Cols), 5))
+		for i := range names {
+			names[i] = sanitizeLine(x.Cols[i], 20)
+		}
+		return put("<table: " + strconv.Itoa(len(x.Rows)) + " rows × " + strconv.Itoa(len(x.Cols)) + " columns (" + strings.Join(names, ", ") + ")>")
 	}
 	return false
 }
