@@ -49,60 +49,92 @@ func matchName(pat, s string) bool {
 	return p == len(pat)
 }
 
-// matchPath matches a cleaned absolute path against a path pattern whose
-// anchors are already expanded. A `**` segment matches zero or more whole
-// segments; other segments match one segment with [matchName] rules, so
-// `*` never crosses a slash there.
+// matchPath matches a cleaned absolute path against an absolute path
+// pattern. A `**` segment matches zero or more whole segments; other
+// segments match one segment with [matchName] rules, so `*` never crosses
+// a slash there. It works on substrings and never allocates: Decide runs
+// it for every rule and effect.
 func matchPath(pat, p string) bool {
-	return matchSegs(splitPath(pat), splitPath(p))
+	return matchSegs(strings.Trim(pat, "/"), strings.Trim(p, "/"))
 }
 
-func splitPath(p string) []string {
-	p = strings.Trim(p, "/")
-	if p == "" {
-		return nil
+// nextSeg splits off the first segment of a slash-separated string.
+func nextSeg(s string) (seg, rest string) {
+	if i := strings.IndexByte(s, '/'); i >= 0 {
+		return s[:i], s[i+1:]
 	}
-	return strings.Split(p, "/")
+	return s, ""
 }
 
-func matchSegs(pat, segs []string) bool {
-	for len(pat) > 0 {
-		if pat[0] == "**" {
-			rest := pat[1:]
-			for k := 0; k <= len(segs); k++ {
-				if matchSegs(rest, segs[k:]) {
+func matchSegs(pat, p string) bool {
+	for pat != "" {
+		var seg string
+		seg, pat = nextSeg(pat)
+		if seg == "**" {
+			if pat == "" {
+				return true
+			}
+			for rest := p; ; {
+				if matchSegs(pat, rest) {
 					return true
 				}
+				if rest == "" {
+					return false
+				}
+				_, rest = nextSeg(rest)
 			}
+		}
+		if p == "" {
 			return false
 		}
-		if len(segs) == 0 || !matchName(pat[0], segs[0]) {
+		var s string
+		s, p = nextSeg(p)
+		if !matchName(seg, s) {
 			return false
 		}
-		pat, segs = pat[1:], segs[1:]
 	}
-	return len(segs) == 0
+	return p == ""
 }
 
-// expandAnchor turns a rule's path pattern into an absolute pattern: `~`
-// is home, `.` is cwd. ok is false when the anchor it needs is unknown or
-// is the file system root: a root that counted as "the home tree" or "the
+// anchors are a decision's `~` and `.`, cleaned once; empty when unknown
+// or the file system root: a root that counted as "the home tree" or "the
 // work tree" would make every path ordinary work.
-func expandAnchor(pat string, ctx DecideContext) (string, bool) {
+type anchors struct{ home, cwd string }
+
+func anchorsOf(ctx DecideContext) anchors {
+	clean := func(d string) string {
+		if d == "" || !path.IsAbs(d) {
+			return ""
+		}
+		d = path.Clean(d)
+		if d == "/" {
+			return ""
+		}
+		return d
+	}
+	return anchors{home: clean(ctx.Home), cwd: clean(ctx.Cwd)}
+}
+
+// matchTarget matches a path target against a rule's path pattern,
+// expanding a leading `~` or `.` to its anchor.
+func (a anchors) matchTarget(pat, t string) bool {
 	var base, rest string
 	switch {
 	case pat == "~" || strings.HasPrefix(pat, "~/"):
-		base, rest = ctx.Home, pat[1:]
+		base, rest = a.home, pat[1:]
 	case pat == "." || strings.HasPrefix(pat, "./"):
-		base, rest = ctx.Cwd, pat[1:]
+		base, rest = a.cwd, pat[1:]
 	default:
-		return pat, true
+		return matchPath(pat, t)
 	}
-	base = path.Clean(base)
-	if base == "" || base == "." || base == "/" || !path.IsAbs(base) {
-		return "", false
+	if base == "" || !strings.HasPrefix(t, base) {
+		return false
 	}
-	return base + rest, true
+	t = t[len(base):]
+	if t != "" && t[0] != '/' {
+		return false // /home/uu is not below /home/u
+	}
+	return matchPath(rest, t)
 }
 
 // isPathPattern reports whether a target pattern is a path pattern.

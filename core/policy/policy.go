@@ -292,13 +292,14 @@ func (p *Policy) Grants(principal string) []string {
 // never allowed, and a dynamic effect is allowed only by a rule that
 // names the dynamic flag.
 func (p *Policy) Decide(principal string, effects []Effect, ctx DecideContext) Decision {
-	d := Decision{Verdict: Allow, Reasons: []Reason{}}
-	seen := map[Reason]bool{}
+	d := Decision{Verdict: Allow, Reasons: make([]Reason, 0, len(effects))}
+	seen := make(map[Reason]bool, len(effects))
+	anch := anchorsOf(ctx)
 	for i := range effects {
 		e := &effects[i]
 		verdict, label := Ask, "no rule matches: ask"
 		for _, r := range p.rules {
-			if r.matches(principal, e, ctx) {
+			if r.matches(principal, e, anch) {
 				verdict, label = r.verdict, r.label
 				break
 			}
@@ -316,7 +317,7 @@ func (p *Policy) Decide(principal string, effects []Effect, ctx DecideContext) D
 	return d
 }
 
-func (r *rule) matches(principal string, e *Effect, ctx DecideContext) bool {
+func (r *rule) matches(principal string, e *Effect, anch anchors) bool {
 	if r.verdict == Allow {
 		if e.Dynamic && !r.wantsDynamic {
 			return false
@@ -358,11 +359,7 @@ func (r *rule) matches(principal string, e *Effect, ctx DecideContext) bool {
 		t = StaticPrefix(t)
 	}
 	for _, pat := range r.targets {
-		if !isPathPattern(pat) {
-			continue
-		}
-		abs, ok := expandAnchor(pat, ctx)
-		if ok && matchPath(abs, t) {
+		if isPathPattern(pat) && anch.matchTarget(pat, t) {
 			return true
 		}
 	}

@@ -176,6 +176,15 @@ var analyzeTests = []struct {
 	{name: "unset", src: "unset FOO", verdict: policy.Allow, want: []string{"env.write FOO"}},
 	{name: "unknown tool", src: "frobnicate --all", verdict: policy.Allow, want: []string{"proc.spawn frobnicate"}, rev: -1},
 	{name: "busybox", src: "busybox rm -rf build", verdict: policy.Ask},
+	{name: "alias body", src: "alias ls='rm -rf /'", verdict: policy.Deny},
+	{name: "redirect only", src: "> existing.txt", verdict: policy.Allow, want: []string{"fs.write ./existing.txt [overwrite]"}, bytes: 12},
+	{name: "fd duplication", src: "make 2>&1 >&2", verdict: policy.Allow, not: []string{"fs.write ./2", "fs.write ./1"}},
+	{name: "read loop", src: "while read f; do rm \"$f\"; done < list", verdict: policy.Ask, want: []string{"fs.read ./list"}},
+	{name: "arithmetic substitution", src: "(( x = $(rm -rf build | wc -l) ))", verdict: policy.Ask},
+	{name: "case branches", src: "case $x in a) echo a;; *) rm -rf build;; esac", verdict: policy.Ask},
+	{name: "subshell cd stays", src: "(cd /etc); rm existing.txt", verdict: policy.Allow, want: []string{"fs.delete ./existing.txt"}},
+	{name: "git -C", src: "git -C /etc reset --hard", verdict: policy.Ask, want: []string{"fs.write /etc [recursive force]"}},
+	{name: "find exec sh", src: `find . -exec sh -c 'rm -rf "$1"' _ {} \;`, verdict: policy.Ask},
 	{name: "symlinked dir escapes", src: "echo x > link/passwd", verdict: policy.Ask},
 }
 

@@ -320,3 +320,19 @@ func wrapperCmd(spec optSpec, skip int) handler {
 		w.run(s, rest[skip:], false)
 	}
 }
+
+// aliasCmd analyzes each alias body as code: it runs whenever the alias
+// is used, in this execution or a later one.
+func aliasCmd(w *walker, s *scope, c *cmd) {
+	for _, a := range c.args {
+		if a.dyn {
+			w.dynamicSpawn("alias", a.text, "an alias whose body is known only at run time")
+			continue
+		}
+		name, body, ok := strings.Cut(a.val, "=")
+		if !ok || strings.HasPrefix(name, "-") {
+			continue
+		}
+		w.source(s.clone(), body, "alias", "alias "+name, true, nil)
+	}
+}

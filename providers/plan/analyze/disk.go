@@ -108,7 +108,7 @@ func (w *walker) fs(s *scope, a arg, r fsReq) {
 		return
 	}
 	follow := r.kind != policy.FSDelete
-	p = realPath(p, follow)
+	p = w.realPath(p, follow)
 	e.Target = p
 	w.judge(&e, p, r)
 	w.add(e)
@@ -305,31 +305,41 @@ func (w *walker) walkTree(root string) Estimate {
 
 // realPath resolves symbolic links in p's directories (and in p itself
 // when follow is set), so a write through a link is judged where it
-// lands. Parts that do not exist yet are kept as written.
-func realPath(p string, follow bool) string {
-	dir, base := p, ""
-	if !follow {
-		dir, base = path.Dir(p), path.Base(p)
-		if p == "/" {
-			return p
-		}
+// lands. Parts that do not exist yet are kept as written. Directory
+// resolutions are cached for the analysis: system calls are the bulk of
+// its cost.
+func (w *walker) realPath(p string, follow bool) string {
+	if p == "/" {
+		return p
 	}
-	rest := ""
-	for {
-		if r, err := filepath.EvalSymlinks(dir); err == nil {
-			out := path.Join(r, rest, base)
-			if base == "" && rest == "" {
-				out = r
+	out := path.Join(w.realDir(path.Dir(p)), path.Base(p))
+	if follow {
+		if info, err := os.Lstat(out); err == nil && info.Mode()&fs.ModeSymlink != 0 {
+			if r, err := filepath.EvalSymlinks(out); err == nil {
+				return r
 			}
-			return out
-		} else if !errors.Is(err, fs.ErrNotExist) {
-			return p
 		}
-		parent := path.Dir(dir)
-		if parent == dir {
-			return p
-		}
-		rest = path.Join(path.Base(dir), rest)
-		dir = parent
 	}
+	return out
+}
+
+// realDir resolves a directory's symbolic links; a missing part and what
+// follows it are kept as written.
+func (w *walker) realDir(dir string) string {
+	if r, ok := w.dirs[dir]; ok {
+		return r
+	}
+	r := dir
+	if res, err := filepath.EvalSymlinks(dir); err == nil {
+		r = res
+	} else if errors.Is(err, fs.ErrNotExist) {
+		if parent := path.Dir(dir); parent != dir {
+			r = path.Join(w.realDir(parent), path.Base(dir))
+		}
+	}
+	if w.dirs == nil {
+		w.dirs = map[string]string{}
+	}
+	w.dirs[dir] = r
+	return r
 }

@@ -9,15 +9,25 @@ import (
 )
 
 // repoRoot finds the work tree holding dir (read-only), or dir itself.
-func repoRoot(dir string) string {
+func (w *walker) repoRoot(dir string) string {
+	if r, ok := w.roots[dir]; ok {
+		return r
+	}
+	r := dir
 	for d := dir; ; d = path.Dir(d) {
 		if _, err := os.Lstat(path.Join(d, ".git")); err == nil {
-			return d
+			r = d
+			break
 		}
 		if d == "/" || d == "." {
-			return dir
+			break
 		}
 	}
+	if w.roots == nil {
+		w.roots = map[string]string{}
+	}
+	w.roots[dir] = r
+	return r
 }
 
 func gitCmd(w *walker, s *scope, c *cmd) {
@@ -49,7 +59,7 @@ func gitCmd(w *walker, s *scope, c *cmd) {
 	repo := arg{dyn: true, text: "(repository)"}
 	gitDir := repo
 	if gs.cwdKnown {
-		root := repoRoot(gs.cwd)
+		root := w.repoRoot(gs.cwd)
 		repo = arg{val: root, text: root}
 		gitDir = arg{val: path.Join(root, ".git"), text: path.Join(root, ".git")}
 	}

@@ -36,14 +36,14 @@ func init() {
 		"printf": printfCmd, "export": declCmd, "declare": declCmd, "typeset": declCmd,
 		"readonly": declCmd, "local": declCmd, "set": setCmd, "shift": shiftCmd,
 		"getopts": readCmd, "time": wrapperCmd(optSpec{stopAtOperand: true}, 0),
-		"kill": killCmd,
+		"kill": killCmd, "alias": aliasCmd,
 		// Shoal's builtins (DESIGN: evaluator builtins).
 		"ls": readsCmd(optSpec{}), "open": readsCmd(optSpec{}), "from": quiet,
 		"jq":   patternFirstCmd(optSpec{shortVal: "f", longVal: []string{"arg", "argjson", "slurpfile", "rawfile", "indent", "from-file"}}, "f", "from-file"),
 		"emit": emitCmd,
 	}
 	for _, n := range []string{"echo", "true", "false", ":", "test", "[", "pwd", "type", "hash",
-		"help", "let", "shopt", "alias", "unalias", "wait", "jobs", "fg", "bg", "disown",
+		"help", "let", "shopt", "unalias", "wait", "jobs", "fg", "bg", "disown",
 		"return", "exit", "break", "continue", "umask", "ulimit", "times", "dirs", "caller",
 		"enable", "logout", "suspend", "complete", "compgen", "compopt", "history", "fc"} {
 		builtins[n] = quiet

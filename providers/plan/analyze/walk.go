@@ -40,6 +40,8 @@ type walker struct {
 	exhausted    bool
 	walkBudget   int
 	walkDeadline time.Time
+	dirs         map[string]string // realDir cache
+	roots        map[string]string // repoRoot cache
 	parser       *syntax.Parser
 }
 
@@ -357,7 +359,7 @@ type arg struct {
 	val  string // the expanded text, when !dyn
 	dyn  bool   // not known until run time (may even be several fields)
 	glob bool   // holds unquoted pattern characters
-	text string // as written in the source
+	text string // as written in the source when dyn, else val
 }
 
 var errSubst = errors.New("command substitution")
@@ -375,14 +377,14 @@ func (w *walker) fields(s *scope, word *syntax.Word) []arg {
 		ProcSubst: func(*syntax.ProcSubst) (string, error) { return "/dev/fd/63", nil },
 	}
 	vals, err := expand.Fields(cfg, word)
-	text := printWord(word)
 	if err != nil || missed || (!s.cwdKnown && usesPWD(word)) {
-		return []arg{{dyn: true, text: text}}
+		// Only a dynamic word shows its source text; printing is costly.
+		return []arg{{dyn: true, text: printWord(word)}}
 	}
 	glob := hasGlob(word)
 	out := make([]arg, len(vals))
 	for i, v := range vals {
-		out[i] = arg{val: v, glob: glob && pattern.HasMeta(v, 0), text: text}
+		out[i] = arg{val: v, glob: glob && pattern.HasMeta(v, 0), text: v}
 	}
 	return out
 }
