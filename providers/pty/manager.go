@@ -2,6 +2,7 @@ package pty
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -256,6 +257,21 @@ func (m *Manager) Len() int {
 // and a TIMEOUT error carrying that screen; a PTY closed meanwhile is
 // UNKNOWN_PTY.
 func (m *Manager) WaitScreen(ctx context.Context, session, id string, re *regexp.Regexp) (Screen, error) {
+	return m.wait(ctx, session, id, fmt.Sprintf("match %q", re.String()),
+		func(s Screen, _ bool) bool { return re.MatchString(s.Text()) })
+}
+
+// WaitExit waits until the PTY's program has exited and all its output
+// has reached the screen, then answers the final screen. Errors are as for
+// WaitScreen.
+func (m *Manager) WaitExit(ctx context.Context, session, id string) (Screen, error) {
+	return m.wait(ctx, session, id, "exit", func(_ Screen, final bool) bool { return final })
+}
+
+// wait is the loop under WaitScreen and WaitExit: it checks cond on each
+// change of the terminal's state, never by polling. final is true once
+// the screen can no longer change.
+func (m *Manager) wait(ctx context.Context, session, id, what string, cond func(s Screen, final bool) bool) (Screen, error) {
 	t, n, err := m.lookup(session, id)
 	if err != nil {
 		return Screen{}, err
@@ -272,18 +288,18 @@ func (m *Manager) WaitScreen(ctx context.Context, session, id string, re *regexp
 		ch := t.changed
 		t.mu.Unlock()
 
-		if re.MatchString(s.Text()) {
+		if cond(s, final) {
 			return s, nil
 		}
 		if final {
-			e := rpc.Errorf(rpc.Timeout, "%s exited (exit %d) and its screen never matched %q; the final screen is in data.screen", ref, *s.Exit, re.String())
+			e := rpc.Errorf(rpc.Timeout, "%s exited (exit %d) and its screen will not %s; the final screen is in data.screen", ref, *s.Exit, what)
 			e.Data = map[string]any{"screen": s}
 			return s, e
 		}
 		select {
 		case <-ch:
 		case <-ctx.Done():
-			e := rpc.Errorf(rpc.Timeout, "the screen of %s did not match %q in time; the last screen is in data.screen — read it, send input, or wait longer", ref, re.String())
+			e := rpc.Errorf(rpc.Timeout, "%s did not %s in time; the last screen is in data.screen — read it, send input, or wait longer", ref, what)
 			e.Data = map[string]any{"screen": s}
 			return s, e
 		}

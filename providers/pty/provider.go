@@ -180,7 +180,7 @@ const (
 	usageRead   = `{pty: "pty:N", scrollback?: lines}`
 	usageResize = `{pty: "pty:N", cols, rows}`
 	usageClose  = `{pty: "pty:N"}`
-	usageWait   = `{pty: "pty:N", pattern: "regexp", timeout_ms?}`
+	usageWait   = `{pty: "pty:N", pattern: "regexp" | until: "exit", timeout_ms?}`
 )
 
 func (m *Manager) methodOpen(ctx context.Context, c *core.Caller, params json.RawMessage) (any, error) {
@@ -304,6 +304,7 @@ func (m *Manager) methodWait(ctx context.Context, c *core.Caller, params json.Ra
 	var p struct {
 		PTY       ptyID  `json:"pty"`
 		Pattern   string `json:"pattern"`
+		Until     string `json:"until"`
 		TimeoutMS *int64 `json:"timeout_ms"`
 	}
 	if err := decode("pty.wait", params, &p, usageWait); err != nil {
@@ -312,12 +313,20 @@ func (m *Manager) methodWait(ctx context.Context, c *core.Caller, params json.Ra
 	if err := needPTY("pty.wait", p.PTY, usageWait); err != nil {
 		return nil, err
 	}
-	if p.Pattern == "" {
-		return nil, rpc.Errorf(rpc.InvalidParams, "pty.wait needs pattern, a regular expression (RE2) matched against the screen's lines joined by newlines")
-	}
-	re, err := regexp.Compile(p.Pattern)
-	if err != nil {
-		return nil, rpc.Errorf(rpc.InvalidParams, "pattern %q is not a valid RE2 regular expression: %v", p.Pattern, err)
+	var re *regexp.Regexp
+	switch {
+	case p.Until != "" && p.Until != "exit" && p.Until != "match":
+		return nil, rpc.Errorf(rpc.InvalidParams, `pty.wait until must be "match" (with pattern) or "exit"`)
+	case p.Until == "exit" && p.Pattern != "":
+		return nil, rpc.Errorf(rpc.InvalidParams, `pty.wait takes a pattern or until:"exit", not both`)
+	case p.Until == "exit":
+	case p.Pattern == "":
+		return nil, rpc.Errorf(rpc.InvalidParams, `pty.wait needs pattern, a regular expression (RE2) matched against the screen's lines joined by newlines, or until:"exit"`)
+	default:
+		var err error
+		if re, err = regexp.Compile(p.Pattern); err != nil {
+			return nil, rpc.Errorf(rpc.InvalidParams, "pattern %q is not a valid RE2 regular expression: %v", p.Pattern, err)
+		}
 	}
 	d := defaultWait
 	if p.TimeoutMS != nil {
@@ -329,5 +338,8 @@ func (m *Manager) methodWait(ctx context.Context, c *core.Caller, params json.Ra
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	session, _ := callerOf(c)
+	if re == nil {
+		return m.WaitExit(ctx, session, string(p.PTY))
+	}
 	return m.WaitScreen(ctx, session, string(p.PTY), re)
 }

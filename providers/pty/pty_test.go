@@ -136,16 +136,7 @@ func TestFullScreenLess(t *testing.T) {
 		t.Errorf("after PageDown, row 18 = %q, want line 38\n%s", s.Lines[18], s.Text())
 	}
 	write(t, m, alice, s.PTY, "q")
-	ctx, cancel := context.WithTimeout(context.Background(), deadline)
-	defer cancel()
-	for s.Alive {
-		// Wait for the exit itself: a regex on an unchanged screen would
-		// only see TIMEOUT once the program has exited.
-		s, _ = m.WaitScreen(ctx, alice.Session, s.PTY, regexp.MustCompile(`\A\z`))
-		if ctx.Err() != nil {
-			t.Fatalf("less did not exit after q:\n%s", s.Text())
-		}
-	}
+	s = waitExit(t, m, alice, s.PTY)
 	if s.Exit == nil || *s.Exit != 0 || s.AltScreen {
 		t.Errorf("after q: exit %v, alt screen %v", s.Exit, s.AltScreen)
 	}
@@ -197,9 +188,8 @@ func waitExit(t *testing.T, m *Manager, c *core.Caller, id string) Screen {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), deadline)
 	defer cancel()
-	never := regexp.MustCompile(`[^\s\S]`)
-	s, err := m.WaitScreen(ctx, c.Session, id, never)
-	if codeOf(err) != rpc.Timeout || ctx.Err() != nil || s.Alive || s.Exit == nil {
+	s, err := m.WaitExit(ctx, c.Session, id)
+	if err != nil || s.Alive || s.Exit == nil {
 		t.Fatalf("%s did not exit: %v\n%s", id, err, s.Text())
 	}
 	return s
@@ -440,6 +430,13 @@ func TestWaitScreen(t *testing.T) {
 		t.Errorf("TIMEOUT data lacks the screen: %v", data)
 	}
 
+	// pty.wait until:"exit" answers the final screen.
+	bye := open(t, m, alice, OpenOptions{Command: `echo bye; exit 4`})
+	raw, err := call(t, m, alice, "pty.wait", `{"pty":"`+bye.PTY+`","until":"exit","timeout_ms":60000}`)
+	if err != nil || !strings.Contains(string(raw), `"lines":["bye"`) || !strings.Contains(string(raw), `"alive":false,"exit":4`) {
+		t.Errorf("pty.wait until exit: %s %v", raw, err)
+	}
+
 	// A deadline ends a wait on a live program; a close ends it too.
 	live := open(t, m, alice, OpenOptions{Command: "sleep 100"})
 	short, cancelShort := context.WithCancel(context.Background())
@@ -604,6 +601,8 @@ func TestMethodsAndProvider(t *testing.T) {
 		{"pty.wait", `{"pty":"pty:1"}`},
 		{"pty.wait", `{"pty":"pty:1","pattern":"("}`},
 		{"pty.wait", `{"pty":"pty:1","pattern":"x","timeout_ms":0}`},
+		{"pty.wait", `{"pty":"pty:1","pattern":"x","until":"exit"}`},
+		{"pty.wait", `{"pty":"pty:1","until":"forever"}`},
 	} {
 		if _, err := call(t, m, alice, tt.method, tt.params); codeOf(err) != rpc.InvalidParams {
 			t.Errorf("%s %s: %v, want INVALID_PARAMS", tt.method, tt.params, err)

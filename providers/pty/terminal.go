@@ -1,6 +1,7 @@
 package pty
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -406,23 +407,23 @@ func (t *terminal) info(ref, uri string) Info {
 func renderLines(e *vt.Emulator) []string {
 	w, h := e.Width(), e.Height()
 	lines := make([]string, h)
-	var b strings.Builder
+	buf := make([]byte, 0, w)
 	for y := range h {
-		b.Reset()
+		buf = buf[:0]
 		for x := range w {
 			c := e.CellAt(x, y)
 			switch {
 			case c == nil:
-				b.WriteByte(' ')
+				buf = append(buf, ' ')
 			case c.Content == "":
 				if c.Width != 0 {
-					b.WriteByte(' ')
+					buf = append(buf, ' ')
 				}
 			default:
-				b.WriteString(c.Content)
+				buf = append(buf, c.Content...)
 			}
 		}
-		lines[y] = strings.TrimRight(b.String(), " ")
+		lines[y] = string(bytes.TrimRight(buf, " "))
 	}
 	return lines
 }
