@@ -183,6 +183,13 @@ func BenchmarkRowField(b *testing.B) {
 		texts[k] = fmt.Sprintf("[%d].name", rows[k])
 		paths[k] = MustParsePath(texts[k])
 	}
+	perOp := func(b *testing.B) float64 { return float64(b.Elapsed().Nanoseconds()) / float64(b.N) }
+	var baseline float64
+	ratio := func(b *testing.B) {
+		if baseline > 0 {
+			b.ReportMetric(perOp(b)/baseline, "x-baseline")
+		}
+	}
 	b.Run("baseline-map", func(b *testing.B) {
 		var sink Value
 		k := 0
@@ -191,6 +198,7 @@ func BenchmarkRowField(b *testing.B) {
 			k++
 		}
 		_ = sink
+		baseline = perOp(b)
 	})
 	b.Run("compiled", func(b *testing.B) {
 		var sink Value
@@ -204,6 +212,7 @@ func BenchmarkRowField(b *testing.B) {
 			k++
 		}
 		_ = sink
+		ratio(b)
 	})
 	b.Run("parse+eval", func(b *testing.B) {
 		var sink Value
@@ -217,5 +226,6 @@ func BenchmarkRowField(b *testing.B) {
 			k++
 		}
 		_ = sink
+		ratio(b)
 	})
 }
