@@ -149,7 +149,7 @@ func overstrike(s string) string {
 	for len(s) > 0 {
 		line, rest, found := strings.Cut(s, "\n")
 		s = rest
-		crlf := strings.HasSuffix(line, "\r")
+		crlf := found && strings.HasSuffix(line, "\r")
 		if crlf {
 			line = line[:len(line)-1]
 		}
