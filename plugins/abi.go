@@ -1,0 +1,204 @@
+package plugins
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+
+	"github.com/shoal-sh/shoal/core/rpc"
+)
+
+// ABI is the host–guest contract this package speaks; docs/plugins.md
+// describes it. A module proves it speaks it by exporting a function of
+// this name.
+const ABI = "shoal_abi_v1"
+
+// MaxAnswer caps one answer of a plugin. A larger answer fails the call
+// rather than letting a plugin make the kernel copy unbounded memory.
+const MaxAnswer = 8 << 20
+
+// Export names of shoal_abi_v1.
+const (
+	exportMarker   = ABI
+	exportAlloc    = "shoal_alloc"
+	exportFree     = "shoal_free"
+	exportDescribe = "shoal_describe"
+	exportRead     = "shoal_read"
+	exportList     = "shoal_list"
+	exportValidate = "shoal_validate"
+	exportInit     = "_initialize"
+	exportStart    = "_start"
+	wasiModule     = "wasi_snapshot_preview1"
+)
+
+type signature struct{ params, results []api.ValueType }
+
+var (
+	i32 = api.ValueTypeI32
+	i64 = api.ValueTypeI64
+
+	sigMarker  = signature{}
+	sigAlloc   = signature{[]api.ValueType{i32}, []api.ValueType{i32}}
+	sigFree    = signature{[]api.ValueType{i32}, nil}
+	sigAnswer0 = signature{nil, []api.ValueType{i64}}
+	sigAnswer2 = signature{[]api.ValueType{i32, i32}, []api.ValueType{i64}}
+)
+
+func (s signature) String() string {
+	name := func(ts []api.ValueType) string {
+		parts := make([]string, len(ts))
+		for i, t := range ts {
+			parts[i] = api.ValueTypeName(t)
+		}
+		return "(" + strings.Join(parts, ",") + ")"
+	}
+	return name(s.params) + "->" + name(s.results)
+}
+
+func (s signature) matches(d api.FunctionDefinition) bool {
+	return bytes.Equal(s.params, d.ParamTypes()) && bytes.Equal(s.results, d.ResultTypes())
+}
+
+// checkModule inspects a compiled module before anything of it runs: the
+// ABI marker, the exports the kind needs and their signatures, the
+// imports (only WASI preview 1 is provided) and the reactor shape.
+func checkModule(cm wazero.CompiledModule, kind string) error {
+	exports := cm.ExportedFunctions()
+	if _, ok := exports[exportMarker]; !ok {
+		var others []string
+		for name := range exports {
+			if strings.HasPrefix(name, "shoal_abi_") {
+				others = append(others, name)
+			}
+		}
+		if len(others) > 0 {
+			return fmt.Errorf("module speaks %s, this kernel speaks %s: rebuild it with the sdk of this kernel", strings.Join(others, ", "), ABI)
+		}
+		return fmt.Errorf("module does not export %s: it is not a Shoal plugin, or was built without importing github.com/shoal-sh/shoal/sdk", ABI)
+	}
+	_, hasInit := exports[exportInit]
+	if _, hasStart := exports[exportStart]; hasStart && !hasInit {
+		return fmt.Errorf("module is a WASI command (it exports _start, not _initialize): build it as a reactor with GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared")
+	}
+	need := []struct {
+		name string
+		sig  signature
+	}{
+		{exportMarker, sigMarker},
+		{exportAlloc, sigAlloc},
+		{exportFree, sigFree},
+		{exportDescribe, sigAnswer0},
+	}
+	if kind == KindProvider {
+		need = append(need, struct {
+			name string
+			sig  signature
+		}{exportRead, sigAnswer2})
+	} else {
+		need = append(need, struct {
+			name string
+			sig  signature
+		}{exportValidate, sigAnswer2})
+	}
+	for _, n := range need {
+		d, ok := exports[n.name]
+		if !ok {
+			return fmt.Errorf("module lacks the %s export that a %s needs", n.name, kind)
+		}
+		if !n.sig.matches(d) {
+			return fmt.Errorf("export %s has signature %s, want %s", n.name, signature{d.ParamTypes(), d.ResultTypes()}, n.sig)
+		}
+	}
+	if d, ok := exports[exportList]; ok && !sigAnswer2.matches(d) {
+		return fmt.Errorf("export %s has signature %s, want %s", exportList, signature{d.ParamTypes(), d.ResultTypes()}, sigAnswer2)
+	}
+	if _, ok := cm.ExportedMemories()["memory"]; !ok {
+		return fmt.Errorf("module exports no memory named \"memory\"")
+	}
+	for _, d := range cm.ImportedFunctions() {
+		mod, name, _ := d.Import()
+		if mod != wasiModule {
+			return fmt.Errorf("module imports %s.%s; plugins may import only %s", mod, name, wasiModule)
+		}
+	}
+	return nil
+}
+
+// description is what shoal_describe answers.
+type description struct {
+	ABI       string          `json:"abi"`
+	Kind      string          `json:"kind"`
+	Family    string          `json:"family"`
+	Templates []descTemplate  `json:"templates"`
+	Roots     []descResource  `json:"roots"`
+	List      bool            `json:"list"`
+	Channels  []string        `json:"channels"`
+	Schema    json.RawMessage `json:"schema"`
+}
+
+type descTemplate struct {
+	URITemplate string `json:"uriTemplate"`
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	MimeType    string `json:"mimeType"`
+}
+
+type descResource struct {
+	URI         string `json:"uri"`
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	MimeType    string `json:"mimeType"`
+}
+
+// envelope is every answer of the guest: ok with a typed value, a plain
+// record or nothing, or an error with a code.
+type envelope struct {
+	OK     bool            `json:"ok"`
+	Value  json.RawMessage `json:"value"`
+	Record json.RawMessage `json:"record"`
+	Error  *guestError     `json:"error"`
+}
+
+type guestError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// Guest error codes with a meaning to the host (see sdk.Code).
+const (
+	guestNotFound      = "NOT_FOUND"
+	guestBadURI        = "BAD_URI"
+	guestInvalidParams = "INVALID_PARAMS"
+	guestRejected      = "REJECTED"
+	guestPanic         = "PANIC"
+)
+
+var okAnswer = []byte(`{"ok":true}`)
+
+// decodeEnvelope parses an answer. A malformed one is a plugin failure.
+func decodeEnvelope(answer []byte) (*envelope, error) {
+	var env envelope
+	if err := json.Unmarshal(answer, &env); err != nil {
+		return nil, fmt.Errorf("malformed answer (not a JSON envelope): %v", err)
+	}
+	if env.OK == (env.Error != nil) {
+		return nil, fmt.Errorf("malformed answer: an envelope has ok:true or an error, not both or neither")
+	}
+	if env.Error != nil && env.Error.Code == "" {
+		return nil, fmt.Errorf("malformed answer: the error has no code")
+	}
+	return &env, nil
+}
+
+// pluginError builds the PLUGIN_ERROR every plugin failure becomes.
+func pluginError(name string, format string, args ...any) *rpc.Error {
+	return &rpc.Error{
+		Code:    rpc.PluginError,
+		Message: fmt.Sprintf("plugin %s: ", name) + fmt.Sprintf(format, args...),
+		Data:    map[string]any{"plugin": name},
+	}
+}

@@ -1,0 +1,257 @@
+package plugins
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/sys"
+
+	"github.com/shoal-sh/shoal/core/rpc"
+)
+
+// instance is one instantiated module. It serves one call at a time; the
+// pool hands it to one caller at a time.
+type instance struct {
+	mod    api.Module
+	mem    api.Memory
+	stdout *output
+	stderr *output
+
+	// Export handles, looked up once: a lookup costs more than a call.
+	alloc, free, describe, read, list, validate api.Function
+
+	// req is a request buffer allocated in the guest and reused across
+	// calls while requests fit.
+	reqPtr, reqCap uint32
+	stack          [2]uint64
+}
+
+// retainedRequest is the largest request buffer an instance keeps between
+// calls; a larger one is freed after its call.
+const retainedRequest = 64 << 10
+
+// call writes req into the guest, calls fn(ptr, len) and returns a copy of
+// the answer. Any error leaves the instance unfit for further calls.
+func (in *instance) call(ctx context.Context, fn api.Function, req []byte) ([]byte, error) {
+	n := uint32(len(req))
+	if uint64(len(req)) > uint64(^uint32(0)) {
+		return nil, errors.New("request too large for a 32-bit guest")
+	}
+	if n > in.reqCap {
+		if in.reqCap > 0 {
+			in.stack[0] = uint64(in.reqPtr)
+			if err := in.free.CallWithStack(ctx, in.stack[:]); err != nil {
+				return nil, err
+			}
+			in.reqPtr, in.reqCap = 0, 0
+		}
+		size := max(n, 4<<10)
+		in.stack[0] = uint64(size)
+		if err := in.alloc.CallWithStack(ctx, in.stack[:]); err != nil {
+			return nil, err
+		}
+		ptr := uint32(in.stack[0])
+		if ptr == 0 {
+			return nil, errors.New("shoal_alloc returned a null pointer")
+		}
+		in.reqPtr, in.reqCap = ptr, size
+	}
+	if !in.mem.Write(in.reqPtr, req) {
+		return nil, fmt.Errorf("shoal_alloc returned %#x, outside the guest's memory", in.reqPtr)
+	}
+	in.stack[0], in.stack[1] = uint64(in.reqPtr), uint64(n)
+	if err := fn.CallWithStack(ctx, in.stack[:]); err != nil {
+		return nil, err
+	}
+	answer, err := in.answer(ctx, in.stack[0])
+	if err == nil && in.reqCap > retainedRequest {
+		in.stack[0] = uint64(in.reqPtr)
+		err = in.free.CallWithStack(ctx, in.stack[:])
+		in.reqPtr, in.reqCap = 0, 0
+	}
+	return answer, err
+}
+
+// call0 calls an export without a request (shoal_describe).
+func (in *instance) call0(ctx context.Context, fn api.Function) ([]byte, error) {
+	if err := fn.CallWithStack(ctx, in.stack[:]); err != nil {
+		return nil, err
+	}
+	return in.answer(ctx, in.stack[0])
+}
+
+// answer copies the packed answer out of the guest and frees it there.
+func (in *instance) answer(ctx context.Context, packed uint64) ([]byte, error) {
+	ptr, size := uint32(packed>>32), uint32(packed)
+	if size > MaxAnswer {
+		return nil, &answerError{fmt.Sprintf("answer of %d bytes passes the %d MiB cap; return less, or let readers page it with path and slice", size, MaxAnswer>>20)}
+	}
+	view, ok := in.mem.Read(ptr, size)
+	if !ok {
+		return nil, &answerError{fmt.Sprintf("answer at %#x+%d lies outside the guest's memory", ptr, size)}
+	}
+	out := make([]byte, size)
+	copy(out, view)
+	in.stack[0] = uint64(ptr)
+	if err := in.free.CallWithStack(ctx, in.stack[:]); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (in *instance) endCall() {
+	in.stdout.endCall()
+	in.stderr.endCall()
+}
+
+func (in *instance) close(ctx context.Context) {
+	in.endCall()
+	_ = in.mod.Close(ctx)
+}
+
+// answerError is an answer the host refuses (too large, out of bounds).
+type answerError struct{ msg string }
+
+func (e *answerError) Error() string { return e.msg }
+
+// explain turns a failed guest call into a reason a person can act on.
+// The instance is still open, so its memory and output can be inspected.
+func (p *plugin) explain(in *instance, err error) string {
+	var ae *answerError
+	if errors.As(err, &ae) {
+		return ae.msg
+	}
+	var exit *sys.ExitError
+	if errors.As(err, &exit) {
+		switch exit.ExitCode() {
+		case sys.ExitCodeDeadlineExceeded:
+			return fmt.Sprintf("deadline exceeded: the call ran past its %s limit and was stopped (an endless loop, or too much work: raise timeout_ms under [plugins.%s] in config.toml if it needs longer)", p.timeout, p.name)
+		case sys.ExitCodeContextCanceled:
+			return "the call was cancelled by its caller"
+		}
+		msg := fmt.Sprintf("the module exited with code %d", exit.ExitCode())
+		if r := in.stderr.reason(); r != "" {
+			msg += " (" + r + ")"
+		}
+		return msg
+	}
+	first, _, _ := strings.Cut(err.Error(), "\n")
+	if p.outOfMemory(in) {
+		return fmt.Sprintf("memory limit of %d MiB reached (%s); the instance was replaced (raise memory_mb under [plugins.%s] in config.toml if the plugin needs more)", p.limits.MemoryMB, first, p.name)
+	}
+	msg := "trap: " + first
+	if r := in.stderr.reason(); r != "" {
+		msg += " (" + r + ")"
+	}
+	return msg
+}
+
+// outOfMemory reports whether the instance failed for want of memory: the
+// Go runtime says so on stderr, other guests simply sit at the limit.
+func (p *plugin) outOfMemory(in *instance) bool {
+	if in.stderr.mentions("out of memory") {
+		return true
+	}
+	const page = 64 << 10
+	return uint64(in.mem.Size())+4*page > uint64(p.limits.MemoryMB)<<20
+}
+
+// acquire takes an idle instance, or starts one while fewer than the
+// limit exist, or waits for one until ctx ends.
+func (p *plugin) acquire(ctx context.Context) (*instance, error) {
+	if p.closed.Load() {
+		return nil, rpc.Errorf(rpc.Unavailable, "plugin %s is closed: the kernel is stopping", p.name)
+	}
+	select {
+	case in := <-p.idle:
+		return in, nil
+	default:
+	}
+	select {
+	case in := <-p.idle:
+		return in, nil
+	case p.slots <- struct{}{}:
+		in, err := p.instantiate(ctx)
+		if err != nil {
+			<-p.slots
+			return nil, err
+		}
+		return in, nil
+	case <-ctx.Done():
+		return nil, pluginError(p.name, "all %d instances stayed busy until the %s deadline; the plugin is overloaded or stuck", p.limits.Instances, p.timeout)
+	}
+}
+
+// release returns a healthy instance to the pool.
+func (p *plugin) release(in *instance) {
+	in.endCall()
+	if p.closed.Load() {
+		p.retire(in)
+		return
+	}
+	p.idle <- in // cannot block: at most cap(idle) instances exist
+}
+
+// retire closes an instance that failed (or outlived its set) and frees
+// its slot so a fresh one can start on demand. The failed instance is
+// never reused: its memory may hold half-done state.
+func (p *plugin) retire(in *instance) {
+	in.close(context.Background())
+	<-p.slots
+}
+
+// instantiate starts one instance: _initialize runs the Go runtime and the
+// plugin's init functions, bounded by the init deadline.
+func (p *plugin) instantiate(ctx context.Context) (*instance, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.initTimeout())
+	defer cancel()
+	stdout := newOutput(p.log, p.name, "stdout")
+	stderr := newOutput(p.log, p.name, "stderr")
+	cfg := p.modCfg.WithStdout(stdout).WithStderr(stderr)
+	mod, err := p.runtime.InstantiateModule(ctx, p.compiled, cfg)
+	if err != nil {
+		reason := firstLine(err)
+		var exit *sys.ExitError
+		if errors.As(err, &exit) && exit.ExitCode() == sys.ExitCodeDeadlineExceeded {
+			reason = fmt.Sprintf("start-up (_initialize) ran past %s", p.initTimeout())
+		}
+		if r := stderr.reason(); r != "" {
+			reason += " (" + r + ")"
+		}
+		stdout.endCall()
+		stderr.endCall()
+		return nil, pluginError(p.name, "cannot start an instance: %s", reason)
+	}
+	in := &instance{
+		mod:      mod,
+		mem:      mod.Memory(),
+		stdout:   stdout,
+		stderr:   stderr,
+		alloc:    mod.ExportedFunction(exportAlloc),
+		free:     mod.ExportedFunction(exportFree),
+		describe: mod.ExportedFunction(exportDescribe),
+		read:     mod.ExportedFunction(exportRead),
+		list:     mod.ExportedFunction(exportList),
+		validate: mod.ExportedFunction(exportValidate),
+	}
+	if in.mem == nil {
+		in.close(ctx)
+		return nil, pluginError(p.name, "the module exports no memory")
+	}
+	return in, nil
+}
+
+// initTimeout bounds _initialize: the Go runtime's start-up alone takes a
+// few milliseconds, and a plugin may build its tables in init.
+func (p *plugin) initTimeout() time.Duration {
+	return max(p.timeout, 5*time.Second)
+}
+
+func firstLine(err error) string {
+	first, _, _ := strings.Cut(err.Error(), "\n")
+	return first
+}

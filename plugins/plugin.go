@@ -1,0 +1,416 @@
+package plugins
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+
+	"github.com/shoal-sh/shoal/core"
+	"github.com/shoal-sh/shoal/core/rpc"
+)
+
+// maxModule bounds the .wasm file read at load.
+const maxModule = 128 << 20
+
+// plugin is one loaded plugin: its own runtime (the memory limit is per
+// runtime), its compiled module and a bounded pool of instances.
+type plugin struct {
+	name string
+	dir  string
+	man  *Manifest
+	log  *slog.Logger
+
+	limits    Limits
+	timeout   time.Duration
+	granted   Capabilities
+	denied    Capabilities
+	desc      description
+	schema    *jsonschema.Schema
+	templates []core.Template
+	roots     []core.Resource
+
+	runtime  wazero.Runtime
+	compiled wazero.CompiledModule
+	modCfg   wazero.ModuleConfig
+
+	// idle holds instances ready for a call; slots counts the instances
+	// alive. Both have capacity limits.Instances.
+	idle  chan *instance
+	slots chan struct{}
+
+	closed   atomic.Bool
+	calls    atomic.Uint64
+	failures atomic.Uint64
+
+	mu      sync.Mutex
+	lastErr string
+	lastAt  time.Time
+}
+
+// loadPlugin loads the plugin in dir. Everything that can be checked
+// without running guest code is checked first: manifest, grants, the
+// module's exports and imports. Only then does one instance start, to
+// ask the module to describe itself.
+func (s *Set) loadPlugin(ctx context.Context, dir string, man *Manifest, grant core.PluginGrant) (_ *plugin, err error) {
+	p := &plugin{name: man.Name, dir: dir, man: man, log: s.log}
+	p.limits, p.timeout = effectiveLimits(man.Limits, grant, s.log, man.Name)
+	p.granted, p.denied, err = grantCapabilities(man.Capabilities, grant)
+	if err != nil {
+		return nil, err
+	}
+
+	bin, err := readModule(filepath.Join(dir, man.Module))
+	if err != nil {
+		return nil, err
+	}
+	rcfg := wazero.NewRuntimeConfig().
+		WithMemoryLimitPages(uint32(p.limits.MemoryMB) * 16). // 64 KiB pages
+		WithCloseOnContextDone(true)
+	if s.cache != nil {
+		rcfg = rcfg.WithCompilationCache(s.cache)
+	}
+	p.runtime = wazero.NewRuntimeWithConfig(ctx, rcfg)
+	defer func() {
+		if err != nil {
+			_ = p.runtime.Close(ctx)
+		}
+	}()
+	if _, err = wasi_snapshot_preview1.Instantiate(ctx, p.runtime); err != nil {
+		return nil, fmt.Errorf("wasi: %w", err)
+	}
+	if p.compiled, err = p.runtime.CompileModule(ctx, bin); err != nil {
+		return nil, fmt.Errorf("compile %s: %v", man.Module, firstLine(err))
+	}
+	if err = checkModule(p.compiled, man.Kind); err != nil {
+		return nil, fmt.Errorf("%s: %w", man.Module, err)
+	}
+	for _, m := range p.compiled.ExportedMemories() {
+		if need := m.Min(); need > uint32(p.limits.MemoryMB)*16 {
+			return nil, fmt.Errorf("%s needs %d MiB of memory at start, above its %d MiB limit", man.Module, (need+15)/16, p.limits.MemoryMB)
+		}
+	}
+	p.modCfg = p.moduleConfig()
+
+	p.idle = make(chan *instance, p.limits.Instances)
+	p.slots = make(chan struct{}, p.limits.Instances)
+	p.slots <- struct{}{}
+	in, err := p.instantiate(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err = p.describeWith(ctx, in); err != nil {
+		in.close(ctx)
+		return nil, err
+	}
+	p.idle <- in
+	return p, nil
+}
+
+func readModule(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("module: %w (build it beside the manifest, e.g. with make examples)", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("module: %w", err)
+	}
+	if fi.Size() > maxModule {
+		return nil, fmt.Errorf("module %s is %d MiB, above the %d MiB the kernel loads", path, fi.Size()>>20, maxModule>>20)
+	}
+	bin := make([]byte, fi.Size())
+	if _, err := f.ReadAt(bin, 0); err != nil {
+		return nil, fmt.Errorf("module: %w", err)
+	}
+	return bin, nil
+}
+
+// effectiveLimits applies defaults, the operator's grant and the hard
+// maximums, in that order.
+func effectiveLimits(asked Limits, grant core.PluginGrant, log *slog.Logger, name string) (Limits, time.Duration) {
+	l := asked
+	if l.MemoryMB == 0 {
+		l.MemoryMB = DefaultMemoryMB
+	}
+	if l.TimeoutMS == 0 {
+		l.TimeoutMS = DefaultTimeoutMS
+	}
+	if l.Instances == 0 {
+		l.Instances = DefaultInstances
+	}
+	if grant.MemoryMB > 0 {
+		l.MemoryMB = grant.MemoryMB
+	}
+	if grant.TimeoutMS > 0 {
+		l.TimeoutMS = grant.TimeoutMS
+	}
+	if l.MemoryMB > MaxMemoryMB {
+		log.Warn("plugin memory limit clamped", "plugin", name, "asked_mb", l.MemoryMB, "max_mb", MaxMemoryMB)
+		l.MemoryMB = MaxMemoryMB
+	}
+	if l.TimeoutMS > MaxTimeoutMS {
+		log.Warn("plugin timeout clamped", "plugin", name, "asked_ms", l.TimeoutMS, "max_ms", MaxTimeoutMS)
+		l.TimeoutMS = MaxTimeoutMS
+	}
+	return l, time.Duration(l.TimeoutMS) * time.Millisecond
+}
+
+// grantCapabilities intersects what the manifest asks with what the
+// operator grants. A directory is granted when it is, or lies under, a
+// granted directory.
+func grantCapabilities(asked Capabilities, grant core.PluginGrant) (granted, denied Capabilities, err error) {
+	for _, name := range asked.Env {
+		if slices.Contains(grant.Env, name) {
+			granted.Env = append(granted.Env, name)
+		} else {
+			denied.Env = append(denied.Env, name)
+		}
+	}
+	for _, dir := range asked.FS {
+		dir = filepath.Clean(dir)
+		ok := false
+		for _, g := range grant.FS {
+			if rel, err := filepath.Rel(filepath.Clean(g), dir); err == nil && filepath.IsLocal(rel) {
+				ok = true
+				break
+			}
+		}
+		if !ok {
+			denied.FS = append(denied.FS, dir)
+			continue
+		}
+		fi, err := os.Stat(dir)
+		if err != nil || !fi.IsDir() {
+			return granted, denied, fmt.Errorf("capabilities.fs %s is granted but is not a readable directory", dir)
+		}
+		granted.FS = append(granted.FS, dir)
+	}
+	if asked.Clock {
+		if grant.Clock {
+			granted.Clock = true
+		} else {
+			denied.Clock = true
+		}
+	}
+	return granted, denied, nil
+}
+
+// moduleConfig is the sandbox: no arguments, no file system, network,
+// environment or real clock unless granted, and a deterministic random
+// source (the Go runtime seeds its maps from it).
+func (p *plugin) moduleConfig() wazero.ModuleConfig {
+	cfg := wazero.NewModuleConfig().WithName("").WithStartFunctions()
+	if _, ok := p.compiled.ExportedFunctions()[exportInit]; ok {
+		cfg = cfg.WithStartFunctions(exportInit)
+	}
+	for _, name := range p.granted.Env {
+		if v, ok := os.LookupEnv(name); ok {
+			cfg = cfg.WithEnv(name, v)
+		}
+	}
+	if len(p.granted.FS) > 0 {
+		fs := wazero.NewFSConfig()
+		for _, dir := range p.granted.FS {
+			fs = fs.WithReadOnlyDirMount(dir, dir)
+		}
+		cfg = cfg.WithFSConfig(fs)
+	}
+	if p.granted.Clock {
+		cfg = cfg.WithSysWalltime().WithSysNanotime().WithSysNanosleep()
+	}
+	return cfg
+}
+
+// describeWith asks the module what it serves and checks that against
+// the manifest, so that what an operator read is what runs.
+func (p *plugin) describeWith(ctx context.Context, in *instance) error {
+	ctx, cancel := context.WithTimeout(ctx, p.initTimeout())
+	defer cancel()
+	answer, err := in.call0(ctx, in.describe)
+	if err != nil {
+		return fmt.Errorf("shoal_describe: %s", p.explain(in, err))
+	}
+	env, err := decodeEnvelope(answer)
+	if err != nil {
+		return fmt.Errorf("shoal_describe: %w", err)
+	}
+	if !env.OK {
+		return fmt.Errorf("shoal_describe failed: %s: %s", env.Error.Code, env.Error.Message)
+	}
+	var d description
+	if err := json.Unmarshal(env.Record, &d); err != nil || len(env.Record) == 0 {
+		return fmt.Errorf("shoal_describe: malformed description: %v", err)
+	}
+	if d.ABI != ABI {
+		return fmt.Errorf("shoal_describe: module describes abi %q, want %q", d.ABI, ABI)
+	}
+	if d.Kind != p.man.Kind {
+		return fmt.Errorf("module describes a %s, the manifest says %s", d.Kind, p.man.Kind)
+	}
+	switch d.Kind {
+	case KindProvider:
+		err = p.adoptProvider(d)
+	case KindValidator:
+		err = p.adoptValidator(d)
+	}
+	if err != nil {
+		return err
+	}
+	p.desc = d
+	return nil
+}
+
+func (p *plugin) adoptProvider(d description) error {
+	fam := p.man.Provider.Family
+	if d.Family != fam {
+		return fmt.Errorf("module describes family %q, the manifest says %q", d.Family, fam)
+	}
+	prefix := "shoal://" + fam
+	under := func(u string) bool {
+		rest, ok := bytes.CutPrefix([]byte(u), []byte(prefix))
+		return ok && (len(rest) == 0 || rest[0] == '/' || rest[0] == '?' || rest[0] == '{')
+	}
+	var tmpls, roots []string
+	for _, t := range d.Templates {
+		if !under(t.URITemplate) || t.Name == "" {
+			return fmt.Errorf("template %q must start with %s and have a name", t.URITemplate, prefix)
+		}
+		p.templates = append(p.templates, core.Template{URITemplate: t.URITemplate, Name: t.Name, Description: t.Description, MimeType: mimeOr(t.MimeType)})
+		tmpls = append(tmpls, t.URITemplate)
+	}
+	for _, r := range d.Roots {
+		if !under(r.URI) || r.Name == "" {
+			return fmt.Errorf("root %q must start with %s and have a name", r.URI, prefix)
+		}
+		p.roots = append(p.roots, core.Resource{URI: r.URI, Name: r.Name, Description: r.Description, MimeType: mimeOr(r.MimeType), Root: true})
+		roots = append(roots, r.URI)
+	}
+	if m := p.man.Provider.Templates; m != nil && !slices.Equal(m, tmpls) {
+		return fmt.Errorf("manifest lists templates %q, the module describes %q: make them agree", m, tmpls)
+	}
+	if m := p.man.Provider.Roots; m != nil && !slices.Equal(m, roots) {
+		return fmt.Errorf("manifest lists roots %q, the module describes %q: make them agree", m, roots)
+	}
+	if d.List && p.compiled.ExportedFunctions()[exportList] == nil {
+		return fmt.Errorf("module describes live entries but does not export %s", exportList)
+	}
+	return nil
+}
+
+func (p *plugin) adoptValidator(d description) error {
+	if want := p.man.Validator.Channels; !slices.Equal(d.Channels, want) {
+		return fmt.Errorf("module describes channels %q, the manifest says %q", d.Channels, want)
+	}
+	schema := []byte(d.Schema)
+	source := "the module's description"
+	if f := p.man.Validator.Schema; f != "" {
+		if len(schema) > 0 {
+			return fmt.Errorf("the schema is declared twice (validator.schema %s and the module's description): keep one", f)
+		}
+		var err error
+		if schema, err = os.ReadFile(filepath.Join(p.dir, f)); err != nil {
+			return fmt.Errorf("validator.schema: %w", err)
+		}
+		source = f
+	}
+	if len(schema) == 0 || bytes.Equal(bytes.TrimSpace(schema), []byte("null")) {
+		return nil
+	}
+	sch, err := compileSchema(p.name, schema)
+	if err != nil {
+		return fmt.Errorf("schema from %s: %w", source, err)
+	}
+	p.schema = sch
+	return nil
+}
+
+func mimeOr(m string) string {
+	if m == "" {
+		return "application/json"
+	}
+	return m
+}
+
+// invoke runs one guest call under the plugin's deadline and decodes the
+// envelope. On any failure the instance is retired and the error is a
+// PLUGIN_ERROR; a guest error envelope comes back as env.Error.
+func (p *plugin) invoke(ctx context.Context, pick func(*instance) api.Function, req []byte) (*envelope, error) {
+	p.calls.Add(1)
+	// Waiting for a busy instance is bounded by the deadline too, but the
+	// call gets its whole deadline once it has an instance: starting a
+	// fresh one is the kernel's cost, not the plugin's.
+	waitCtx, cancelWait := context.WithTimeout(ctx, p.timeout)
+	in, err := p.acquire(waitCtx)
+	cancelWait()
+	if err != nil {
+		return nil, p.failed(ctx, err)
+	}
+	callCtx, cancel := context.WithTimeout(ctx, p.timeout)
+	defer cancel()
+	answer, err := in.call(callCtx, pick(in), req)
+	if err != nil {
+		e := pluginError(p.name, "%s", p.explain(in, err))
+		p.retire(in)
+		return nil, p.failed(ctx, e)
+	}
+	if bytes.Equal(answer, okAnswer) {
+		p.release(in)
+		return &envelope{OK: true}, nil
+	}
+	env, err := decodeEnvelope(answer)
+	if err != nil {
+		p.retire(in)
+		return nil, p.failed(ctx, pluginError(p.name, "%v", err))
+	}
+	if env.Error != nil && env.Error.Code == guestPanic {
+		p.retire(in)
+		return nil, p.failed(ctx, pluginError(p.name, "panic: %s", clip(env.Error.Message, 1000)))
+	}
+	p.release(in)
+	return env, nil
+}
+
+// failed records a failure for Status and returns it. A call its caller
+// cancelled is not the plugin's fault and is not recorded.
+func (p *plugin) failed(ctx context.Context, err error) error {
+	if errors.Is(ctx.Err(), context.Canceled) {
+		return err
+	}
+	p.failures.Add(1)
+	p.mu.Lock()
+	p.lastErr, p.lastAt = rpc.AsError(err).Message, time.Now()
+	p.mu.Unlock()
+	p.log.Warn("plugin call failed", "plugin", p.name, "err", rpc.AsError(err).Message)
+	return err
+}
+
+// close stops the plugin: idle instances close now, busy ones when they
+// come back, and the runtime closes everything still open.
+func (p *plugin) close(ctx context.Context) error {
+	p.closed.Store(true)
+	for {
+		select {
+		case in := <-p.idle:
+			p.retire(in)
+			continue
+		default:
+		}
+		break
+	}
+	return p.runtime.Close(ctx)
+}

@@ -1,0 +1,129 @@
+package plugins
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/tetratelabs/wazero/api"
+	"golang.org/x/text/language"
+	"golang.org/x/text/message"
+
+	"github.com/shoal-sh/shoal/core/bus"
+	"github.com/shoal-sh/shoal/core/rpc"
+)
+
+// noLoader refuses every $ref outside the schema itself: a plugin's
+// schema must not make the kernel read files or fetch URLs.
+type noLoader struct{}
+
+func (noLoader) Load(url string) (any, error) {
+	return nil, fmt.Errorf("schema refers to %s; plugin schemas must be self-contained", url)
+}
+
+func compileSchema(name string, schema []byte) (*jsonschema.Schema, error) {
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(schema))
+	if err != nil {
+		return nil, fmt.Errorf("not valid JSON: %w", err)
+	}
+	c := jsonschema.NewCompiler()
+	c.UseLoader(noLoader{})
+	url := "shoal-plugin:///" + name + "/schema.json"
+	if err := c.AddResource(url, doc); err != nil {
+		return nil, err
+	}
+	sch, err := c.Compile(url)
+	if err != nil {
+		return nil, fmt.Errorf("not a usable JSON Schema: %v", firstLine(err))
+	}
+	return sch, nil
+}
+
+// Validator returns the validator plugin called name as a bus validator.
+// The bus calls it before publishing on a channel bound to it in
+// config.toml ([[events.channel]] validator = "name").
+//
+// The returned func answers nil to accept, an *rpc.Error REJECTED whose
+// message is the reason (the schema's complaint or the plugin's) to
+// refuse, and an *rpc.Error PLUGIN_ERROR when the plugin could not give a
+// verdict (trap, deadline, malformed answer) or is bound to a channel it
+// does not declare.
+func (s *Set) Validator(name string) (bus.Validator, bool) {
+	p, ok := s.byName[name]
+	if !ok || p.man.Kind != KindValidator {
+		return nil, false
+	}
+	return p.validatePayload, true
+}
+
+func (p *plugin) validatePayload(channel string, payload json.RawMessage) error {
+	if !p.handles(channel) {
+		p.calls.Add(1)
+		return p.failed(context.Background(), pluginError(p.name, "validator declares channels %s, not %s: bind it in config.toml only to those", strings.Join(p.man.Validator.Channels, ", "), channel))
+	}
+	if p.schema != nil {
+		inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(payload))
+		if err != nil {
+			return rpc.Errorf(rpc.Rejected, "the payload is not valid JSON: %v", err)
+		}
+		if err := p.schema.Validate(inst); err != nil {
+			return rpc.Errorf(rpc.Rejected, "the payload does not match the channel's schema: %s", schemaReason(err))
+		}
+	}
+	req, err := json.Marshal(struct {
+		Channel string          `json:"channel"`
+		Payload json.RawMessage `json:"payload"`
+	}{channel, payload})
+	if err != nil {
+		return rpc.Errorf(rpc.Rejected, "the payload is not valid JSON: %v", err)
+	}
+	env, err := p.invoke(context.Background(), func(in *instance) api.Function { return in.validate }, req)
+	if err != nil {
+		return err
+	}
+	if env.OK {
+		return nil
+	}
+	if env.Error.Code == guestRejected {
+		return rpc.Errorf(rpc.Rejected, "%s", clip(env.Error.Message, 2000))
+	}
+	return p.failed(context.Background(), pluginError(p.name, "validator failed: %s: %s", env.Error.Code, clip(env.Error.Message, 1000)))
+}
+
+func (p *plugin) handles(channel string) bool {
+	for _, pat := range p.man.Validator.Channels {
+		if matchChannel(pat, channel) {
+			return true
+		}
+	}
+	return false
+}
+
+var printer = message.NewPrinter(language.English)
+
+// schemaReason flattens a schema error to one line: each failing place
+// with its complaint.
+func schemaReason(err error) string {
+	var ve *jsonschema.ValidationError
+	if !errors.As(err, &ve) {
+		return err.Error()
+	}
+	var parts []string
+	var walk func(e *jsonschema.ValidationError)
+	walk = func(e *jsonschema.ValidationError) {
+		if len(e.Causes) == 0 {
+			at := "/" + strings.Join(e.InstanceLocation, "/")
+			parts = append(parts, fmt.Sprintf("at %s: %s", at, e.ErrorKind.LocalizedString(printer)))
+			return
+		}
+		for _, c := range e.Causes {
+			walk(c)
+		}
+	}
+	walk(ve)
+	return clip(strings.Join(parts, "; "), 2000)
+}
