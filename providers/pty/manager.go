@@ -37,6 +37,8 @@ const (
 	settleLimit      = 2 * time.Second
 	// Term is the TERM every PTY program sees.
 	Term = "xterm-256color"
+	// DefaultMaxPerSession is how many PTYs a session may hold open.
+	DefaultMaxPerSession = 32
 )
 
 // Manager owns every PTY of the kernel. PTY ids count per kernel
@@ -54,6 +56,10 @@ type Manager struct {
 	EnvOf func(session string) []string
 	// Grace is how long closing processes get before SIGKILL.
 	Grace time.Duration
+	// MaxPerSession caps a session's open PTYs (default
+	// DefaultMaxPerSession). Each holds a process group, a few goroutines
+	// and an emulator whose parser alone reserves 4 MiB.
+	MaxPerSession int
 
 	host *core.Host
 	log  *slog.Logger
@@ -66,7 +72,7 @@ type Manager struct {
 
 // New returns a Manager with the defaults above.
 func New() *Manager {
-	return &Manager{Shell: "/bin/sh", Grace: DefaultGrace, terms: map[uint64]*terminal{}}
+	return &Manager{Shell: "/bin/sh", Grace: DefaultGrace, MaxPerSession: DefaultMaxPerSession, terms: map[uint64]*terminal{}}
 }
 
 // OpenOptions describe a PTY to open. Exactly one of Command and Argv is
@@ -112,6 +118,10 @@ func (m *Manager) Open(ctx context.Context, c *core.Caller, o OpenOptions) (Scre
 	if m.closed {
 		m.mu.Unlock()
 		return Screen{}, rpc.Errorf(rpc.Unavailable, "the kernel is stopping; no new PTYs")
+	}
+	if limit := m.MaxPerSession; limit > 0 && m.countLocked(session) >= limit {
+		m.mu.Unlock()
+		return Screen{}, rpc.Errorf(rpc.InvalidParams, "this session already has %d open PTYs, the most it may hold; close one with pty.close (pty.list shows them)", limit)
 	}
 	m.next++
 	id := m.next
@@ -348,6 +358,16 @@ func (m *Manager) grace() time.Duration {
 		return DefaultGrace
 	}
 	return m.Grace
+}
+
+func (m *Manager) countLocked(session string) int {
+	n := 0
+	for _, t := range m.terms {
+		if t.session == session {
+			n++
+		}
+	}
+	return n
 }
 
 func (m *Manager) sessionTerms(session string) []*terminal {

@@ -301,6 +301,12 @@ func TestUnknownPTY(t *testing.T) {
 	if _, err := m.Screen("nobody", "1", 0); codeOf(err) != rpc.UnknownPTY || !strings.Contains(err.Error(), "no open PTYs") {
 		t.Errorf("read from a session without PTYs: %v", err)
 	}
+
+	m.MaxPerSession = 1 // alice holds one open PTY
+	if _, err := m.Open(context.Background(), alice, OpenOptions{Command: "sleep 100"}); codeOf(err) != rpc.InvalidParams || !strings.Contains(err.Error(), "pty.close") {
+		t.Errorf("open past the per-session cap: %v", err)
+	}
+	open(t, m, &core.Caller{Session: "s3"}, OpenOptions{Command: "sleep 100"}) // another session has room
 }
 
 // pidAlive reports whether pid names a process that has not been reaped.
