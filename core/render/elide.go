@@ -313,7 +313,7 @@ func (e *emitter) reserve() int {
 
 func (e *emitter) room() int {
 	if e.exact {
-		return math.MaxInt
+		return e.limit - len(e.buf)
 	}
 	return e.limit - e.pretty - e.reserve()
 }
@@ -516,6 +516,10 @@ func (e *emitter) str(s string) {
 	end, chars, b64 := fitString(s, e.b.MaxString, room, e.plain)
 	e.st.longestStr = max(e.st.longestStr, chars)
 	cut := end < len(s)
+	if cut && e.exact {
+		e.over = true // raw output is whole or nothing
+		return
+	}
 	if !e.plain {
 		e.typed(`"str"`)
 		if b64 {
@@ -636,10 +640,12 @@ func fitString(s string, maxChars, room int, lossy bool) (end, chars int, b64 bo
 func (e *emitter) bytes(b value.Bytes) {
 	k := min(len(b), e.b.MaxBytes)
 	budget := "max_bytes"
-	if room := e.room(); room != math.MaxInt {
-		if fit := max(0, (room-2)/4*3); fit < k {
-			k, budget = fit, "limit"
+	if fit := max(0, (e.room()-2)/4*3); fit < k {
+		if e.exact {
+			e.over = true // raw output is whole or nothing
+			return
 		}
+		k, budget = fit, "limit"
 	}
 	e.st.longestBytes = max(e.st.longestBytes, k)
 	if !e.plain {

@@ -154,9 +154,10 @@ func isComposite(v value.Value) bool {
 	return false
 }
 
-// multiline reports whether a string needs a block of its own.
+// multiline reports whether a string needs a block of its own. Only the
+// part that can be shown is looked at: a break further on is never reached.
 func multiline(s string) bool {
-	return strings.ContainsAny(s, "\n\r")
+	return strings.ContainsAny(s[:min(len(s), TextLimit)], "\n\r")
 }
 
 // block writes v as lines: the first line starts with first, the others
@@ -272,7 +273,7 @@ func (w *textWriter) table(t *value.Table, first, rest string) {
 	// Columns: as many as fit a readable line.
 	ncols, width := 0, 0
 	for _, c := range t.Cols {
-		cw := min(utf8.RuneCountInString(c), cellWidth) + 2
+		cw := min(utf8.RuneCountInString(c[:min(len(c), utf8.UTFMax*cellWidth)]), cellWidth) + 2
 		if ncols > 0 && width+cw > tableWidth {
 			break
 		}
@@ -408,7 +409,9 @@ func (w *textWriter) text(first, rest string, s string) {
 			continue
 		case c == 0x1b:
 			// Escape sequences are dropped whole.
-			_, _, n, _ = ansi.DecodeSequence(s[i:], ansi.NormalState, nil)
+			// A sequence is looked for in a bounded window, so an escape
+			// that never ends cannot make this read the whole string.
+			_, _, n, _ = ansi.DecodeSequence(s[i:min(len(s), i+4096)], ansi.NormalState, nil)
 			n = max(n, 1)
 			chars += utf8.RuneCountInString(s[i : i+n])
 			i += n
