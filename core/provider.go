@@ -124,3 +124,20 @@ type Content struct {
 	// value read from an environment dump or a .env file.
 	Marks []string
 }
+
+// Waiter is implemented by providers whose resources can be waited on in
+// the kernel (the wait method, MCP shoal_wait): a task until it ends, a
+// channel until it passes a seq, a PTY screen until it matches a pattern.
+// Wait returns the resource's state when the condition holds, or when ctx
+// ends with ctx.Err() and the state at that moment.
+type Waiter interface {
+	Wait(ctx context.Context, c *Caller, u *uri.URI, w WaitCond) (any, error)
+}
+
+// WaitCond is what a Wait waits for.
+type WaitCond struct {
+	// Until is a channel seq to pass (events).
+	Until *uint64
+	// Pattern is a regular expression a PTY screen must match.
+	Pattern string
+}

@@ -1,0 +1,576 @@
+// Package kernel is the Shoal kernel process: the state directory, the
+// token, the unix socket, named sessions and principals, the JSON-RPC
+// method table, and the wiring between the bus, the router and the
+// providers. It knows no resource family by name.
+package kernel
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/shoal-sh/shoal/core"
+	"github.com/shoal-sh/shoal/core/bus"
+	"github.com/shoal-sh/shoal/core/policy"
+	"github.com/shoal-sh/shoal/core/rpc"
+	"github.com/shoal-sh/shoal/core/uri"
+)
+
+// Version is the kernel version reported by session.attach and status.
+const Version = "0.1.0"
+
+// StaticChannels are the kernel's own channels, announced at attach.
+var StaticChannels = []string{"journal", "approval", "render", "session.transcript"}
+
+// PluginHost is the loaded plugin set, as the kernel sees it. cmd/shoal
+// adapts package plugins to it, so the kernel does not import the host.
+type PluginHost interface {
+	Providers() []core.Provider
+	Validator(name string) (bus.Validator, bool)
+	Status() any
+	Close() error
+}
+
+// PluginLoader loads plugins from dirs. reserved lists the families the
+// built-in providers already own.
+type PluginLoader func(cfg *core.Config, dirs []string, reserved []string, cacheDir string, log *slog.Logger) (PluginHost, error)
+
+// Options configure a kernel.
+type Options struct {
+	// StateDir holds the socket, token, config, policy, journal and store.
+	StateDir string
+	// Socket overrides $StateDir/kernel.sock.
+	Socket string
+	// ConfigPath overrides $StateDir/config.toml.
+	ConfigPath string
+	// PluginDirs are added to the config's plugin_dirs.
+	PluginDirs []string
+	// IdleExit stops the kernel after this long with no connection and no
+	// busy provider; zero means never.
+	IdleExit time.Duration
+	// Log receives the kernel log; nil discards it.
+	Log *slog.Logger
+	// LoadPlugins loads the plugin folders; nil loads none.
+	LoadPlugins PluginLoader
+	// Order arranges resource listings (see core.Order).
+	Order core.Order
+}
+
+// Busy is implemented by providers that keep the kernel alive while they
+// hold work (running tasks, open PTYs).
+type Busy interface{ Busy() bool }
+
+// Kernel is one running kernel.
+type Kernel struct {
+	opts      Options
+	stateDir  string
+	socket    string
+	token     string
+	log       *slog.Logger
+	lock      *os.File
+	cfg       *core.Config
+	policy    *policy.Policy
+	bus       *bus.Bus
+	router    *core.Router
+	host      *core.Host
+	providers []core.Provider
+	plugins   PluginHost
+	methods   map[string]core.Method
+	started   time.Time
+
+	mu       sync.Mutex
+	listener net.Listener
+	conns    map[uint64]*conn
+	sessions map[string]*sessionState
+	lastIdle time.Time
+	closed   bool
+	nextConn atomic.Uint64
+	wg       sync.WaitGroup
+	stopOnce sync.Once
+	stopped  chan struct{}
+}
+
+type sessionState struct {
+	name     string
+	attached int
+	created  time.Time
+}
+
+// New prepares a kernel: state directory, lock, token, config, policy,
+// providers and plugins. It does not listen yet; call Serve.
+func New(opts Options, providers ...core.Provider) (k *Kernel, err error) {
+	if opts.StateDir == "" {
+		opts.StateDir = DefaultStateDir()
+	}
+	stateDir, err := filepath.Abs(opts.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(stateDir, 0o700); err != nil {
+		return nil, fmt.Errorf("create state dir: %w", err)
+	}
+	log := opts.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	k = &Kernel{opts: opts, stateDir: stateDir, log: log, conns: map[uint64]*conn{}, sessions: map[string]*sessionState{},
+		methods: map[string]core.Method{}, started: time.Now(), lastIdle: time.Now(), stopped: make(chan struct{})}
+	k.socket = opts.Socket
+	if k.socket == "" {
+		k.socket = filepath.Join(stateDir, SocketName)
+	}
+	if k.lock, err = lockStateDir(stateDir); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			k.shutdown()
+		}
+	}()
+	if k.token, err = ensureToken(stateDir); err != nil {
+		return nil, err
+	}
+	cfgPath := opts.ConfigPath
+	if cfgPath == "" {
+		cfgPath = filepath.Join(stateDir, ConfigName)
+	}
+	if k.cfg, err = core.LoadConfig(cfgPath); err != nil {
+		return nil, err
+	}
+	if k.policy, err = policy.Load(filepath.Join(stateDir, PolicyName)); err != nil {
+		return nil, err
+	}
+	k.bus = bus.New(bus.Options{})
+	k.router = core.NewRouter()
+	k.router.RawCeiling = k.cfg.RawCeiling
+	k.router.SetOrder(opts.Order)
+	k.host = &core.Host{StateDir: stateDir, Bus: k.bus, Log: log, Config: k.cfg}
+	k.host.Provide(core.ServicePolicy, k.policy)
+	k.registerCore()
+
+	for _, p := range providers {
+		if err := k.addProvider(p); err != nil {
+			return nil, err
+		}
+	}
+	if opts.LoadPlugins != nil {
+		dirs := append(slices.Clone(k.cfg.PluginDirs), opts.PluginDirs...)
+		k.plugins, err = opts.LoadPlugins(k.cfg, dirs, k.router.Families(), filepath.Join(stateDir, "cache", "wasm"), log)
+		if err != nil {
+			return nil, fmt.Errorf("load plugins: %w", err)
+		}
+		for _, p := range k.plugins.Providers() {
+			if err := k.addProvider(p); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := k.bindChannels(); err != nil {
+		return nil, err
+	}
+	return k, nil
+}
+
+func (k *Kernel) addProvider(p core.Provider) error {
+	if pv, ok := p.(core.Provisioner); ok {
+		if err := pv.Provision(k.host); err != nil {
+			return fmt.Errorf("provision %s: %w", p.Family(), err)
+		}
+	}
+	if err := k.router.Register(p); err != nil {
+		return err
+	}
+	k.providers = append(k.providers, p)
+	if mp, ok := p.(core.MethodProvider); ok {
+		for name, m := range mp.Methods() {
+			if _, dup := k.methods[name]; dup {
+				return fmt.Errorf("method %s is registered twice (second by family %s)", name, p.Family())
+			}
+			k.methods[name] = m
+		}
+	}
+	return nil
+}
+
+// bindChannels gives the bus the operator's declared user.* channels and
+// their validators.
+func (k *Kernel) bindChannels() error {
+	var decls []bus.UserChannel
+	for _, d := range k.cfg.Events.Channels {
+		uc := bus.UserChannel{Name: d.Name, Validator: d.Validator}
+		if d.Validator != "" {
+			if k.plugins == nil {
+				return fmt.Errorf("channel %s: validator %q: no plugins are loaded", d.Name, d.Validator)
+			}
+			v, ok := k.plugins.Validator(d.Validator)
+			if !ok {
+				return fmt.Errorf("channel %s: validator %q is not a loaded validator plugin", d.Name, d.Validator)
+			}
+			uc.Validate = v
+		}
+		decls = append(decls, uc)
+	}
+	return k.bus.SetUserChannels(k.cfg.Events.Strict, decls)
+}
+
+// Host returns the host services (for in-process use and tests).
+func (k *Kernel) Host() *core.Host { return k.host }
+
+// Bus returns the kernel's bus.
+func (k *Kernel) Bus() *bus.Bus { return k.bus }
+
+// Router returns the kernel's router.
+func (k *Kernel) Router() *core.Router { return k.router }
+
+// Socket is the socket path.
+func (k *Kernel) Socket() string { return k.socket }
+
+// StateDir is the absolute state directory.
+func (k *Kernel) StateDir() string { return k.stateDir }
+
+// Token is the kernel token.
+func (k *Kernel) Token() string { return k.token }
+
+// Serve listens on the socket and serves until ctx ends, Stop is called or
+// the kernel has been idle for IdleExit. It then stops the kernel: every
+// connection closed, every provider closed (no child process left).
+func (k *Kernel) Serve(ctx context.Context) error {
+	l, err := listenSocket(k.socket)
+	if err != nil {
+		k.shutdown()
+		return err
+	}
+	k.mu.Lock()
+	k.listener = l
+	k.mu.Unlock()
+	k.log.Info("kernel serving", "socket", k.socket, "state_dir", k.stateDir, "pid", os.Getpid())
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-k.stopped:
+		}
+		k.Stop()
+	}()
+	if k.opts.IdleExit > 0 {
+		go k.idleWatch()
+	}
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			select {
+			case <-k.stopped:
+				k.wg.Wait()
+				return nil
+			default:
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			k.Stop()
+			k.wg.Wait()
+			return fmt.Errorf("accept: %w", err)
+		}
+		k.serveConn(c)
+	}
+}
+
+// Stop stops serving and releases everything. It is safe to call twice.
+func (k *Kernel) Stop() {
+	k.stopOnce.Do(func() {
+		close(k.stopped)
+		k.mu.Lock()
+		if k.listener != nil {
+			k.listener.Close()
+		}
+		conns := make([]*conn, 0, len(k.conns))
+		for _, c := range k.conns {
+			conns = append(conns, c)
+		}
+		k.mu.Unlock()
+		for _, c := range conns {
+			c.rc.Close()
+			<-c.rc.Done()
+		}
+		k.shutdown()
+		k.log.Info("kernel stopped")
+	})
+}
+
+// Done is closed once Stop has begun.
+func (k *Kernel) Done() <-chan struct{} { return k.stopped }
+
+func (k *Kernel) shutdown() {
+	k.mu.Lock()
+	if k.closed {
+		k.mu.Unlock()
+		return
+	}
+	k.closed = true
+	k.mu.Unlock()
+	for i := len(k.providers) - 1; i >= 0; i-- {
+		if c, ok := k.providers[i].(core.Closer); ok {
+			if err := c.Close(); err != nil {
+				k.log.Error("close provider", "family", k.providers[i].Family(), "err", err)
+			}
+		}
+	}
+	if k.plugins != nil {
+		k.plugins.Close()
+	}
+	if k.lock != nil {
+		k.lock.Close()
+	}
+}
+
+func (k *Kernel) idleWatch() {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-k.stopped:
+			return
+		case <-t.C:
+		}
+		if !k.idle() {
+			k.mu.Lock()
+			k.lastIdle = time.Now()
+			k.mu.Unlock()
+			continue
+		}
+		k.mu.Lock()
+		since := time.Since(k.lastIdle)
+		k.mu.Unlock()
+		if since >= k.opts.IdleExit {
+			k.log.Info("idle exit", "after", since)
+			k.Stop()
+			return
+		}
+	}
+}
+
+func (k *Kernel) idle() bool {
+	k.mu.Lock()
+	n := len(k.conns)
+	k.mu.Unlock()
+	if n > 0 {
+		return false
+	}
+	for _, p := range k.providers {
+		if b, ok := p.(Busy); ok && b.Busy() {
+			return false
+		}
+	}
+	return true
+}
+
+// conn is one client connection.
+type conn struct {
+	id     uint64
+	rc     *rpc.Conn
+	mu     sync.Mutex
+	caller *core.Caller
+	subs   map[string]*bus.Subscription
+}
+
+func (k *Kernel) serveConn(nc net.Conn) {
+	c := &conn{id: k.nextConn.Add(1), subs: map[string]*bus.Subscription{}}
+	c.rc = rpc.NewConn(nc, rpc.ConnOptions{Handler: func(ctx context.Context, method string, params json.RawMessage) (any, error) {
+		return k.dispatch(ctx, c, method, params)
+	}})
+	k.mu.Lock()
+	k.conns[c.id] = c
+	k.mu.Unlock()
+	k.wg.Add(1)
+	go func() {
+		defer k.wg.Done()
+		_ = c.rc.Run()
+		c.mu.Lock()
+		for _, s := range c.subs {
+			s.Close()
+		}
+		c.subs = nil
+		caller := c.caller
+		c.mu.Unlock()
+		k.mu.Lock()
+		delete(k.conns, c.id)
+		if caller != nil {
+			if s := k.sessions[caller.Session]; s != nil {
+				s.attached--
+			}
+		}
+		k.lastIdle = time.Now()
+		k.mu.Unlock()
+	}()
+}
+
+func (k *Kernel) dispatch(ctx context.Context, c *conn, method string, params json.RawMessage) (any, error) {
+	if method == "session.attach" {
+		return k.attach(c, params)
+	}
+	c.mu.Lock()
+	caller := c.caller
+	c.mu.Unlock()
+	if caller == nil {
+		if _, known := k.methods[method]; !known {
+			if _, core := coreMethods[method]; !core {
+				return nil, k.unknownMethod(method)
+			}
+		}
+		return nil, rpc.Errorf(rpc.NotAttached, "call session.attach {token, session, principal} first; nothing else works before it")
+	}
+	if f, ok := coreMethods[method]; ok {
+		return f(k, ctx, c, caller, params)
+	}
+	m, ok := k.methods[method]
+	if !ok {
+		return nil, k.unknownMethod(method)
+	}
+	return m(ctx, caller, params)
+}
+
+func (k *Kernel) unknownMethod(method string) error {
+	names := k.MethodNames()
+	var close []string
+	prefix, _, _ := strings.Cut(method, ".")
+	for _, n := range names {
+		if strings.HasPrefix(n, prefix+".") || strings.Contains(n, method) {
+			close = append(close, n)
+		}
+	}
+	if len(close) == 0 {
+		close = names
+	}
+	return rpc.Errorf(rpc.MethodNotFound, "unknown method %q; methods: %s", method, strings.Join(close, ", "))
+}
+
+// MethodNames lists every method the kernel serves, sorted.
+func (k *Kernel) MethodNames() []string {
+	names := make([]string, 0, len(k.methods)+len(coreMethods)+1)
+	names = append(names, "session.attach")
+	for n := range coreMethods {
+		names = append(names, n)
+	}
+	for n := range k.methods {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+var (
+	sessionRe   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+	principalRe = regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}:[A-Za-z0-9][A-Za-z0-9._@+-]{0,127}$`)
+)
+
+type attachParams struct {
+	Token     string `json:"token"`
+	Session   string `json:"session"`
+	Principal string `json:"principal"`
+}
+
+func (k *Kernel) attach(c *conn, raw json.RawMessage) (any, error) {
+	var p attachParams
+	if err := decodeParams(raw, &p); err != nil {
+		return nil, err
+	}
+	if p.Token == "" || subtle.ConstantTimeCompare([]byte(p.Token), []byte(k.token)) != 1 {
+		return nil, rpc.Errorf(rpc.Unauthorized, "wrong or missing token: read it from %s", filepath.Join(k.stateDir, TokenName))
+	}
+	if p.Session == "" {
+		p.Session = "main"
+	}
+	if p.Principal == "" {
+		p.Principal = "agent:default"
+	}
+	if !sessionRe.MatchString(p.Session) {
+		return nil, rpc.Errorf(rpc.InvalidParams, "session %q: use 1-64 letters, digits, '.', '_' or '-'", p.Session)
+	}
+	if !principalRe.MatchString(p.Principal) {
+		return nil, rpc.Errorf(rpc.InvalidParams, "principal %q: use kind:name, e.g. agent:reviewer or human:owner", p.Principal)
+	}
+	caller := &core.Caller{Session: p.Session, Principal: p.Principal, Grants: k.policy.Grants(p.Principal), ConnID: c.id,
+		Notify: c.rc.Notify}
+	c.mu.Lock()
+	prev := c.caller
+	c.caller = caller
+	c.mu.Unlock()
+	k.mu.Lock()
+	if prev != nil {
+		if s := k.sessions[prev.Session]; s != nil {
+			s.attached--
+		}
+	}
+	s := k.sessions[p.Session]
+	if s == nil {
+		s = &sessionState{name: p.Session, created: time.Now()}
+		k.sessions[p.Session] = s
+	}
+	s.attached++
+	k.mu.Unlock()
+	return map[string]any{
+		"session":   caller.Session,
+		"principal": caller.Principal,
+		"grants":    nonNil(caller.Grants),
+		"cwd":       k.cwd(caller.Session),
+		"channels":  StaticChannels,
+		"epoch":     k.bus.Epoch(),
+		"kernel":    map[string]any{"version": Version, "pid": os.Getpid(), "state_dir": k.stateDir, "socket": k.socket},
+	}, nil
+}
+
+func nonNil(g core.Grants) []string {
+	if g == nil {
+		return []string{}
+	}
+	return g
+}
+
+// SessionCwd is the optional service (core.ServiceSessions) telling a
+// session's live working directory.
+type SessionCwd interface {
+	Cwd(session string) string
+}
+
+func (k *Kernel) cwd(session string) string {
+	if s, err := core.Lookup[SessionCwd](k.host, ServiceSessions); err == nil {
+		return s.Cwd(session)
+	}
+	wd, _ := os.Getwd()
+	return wd
+}
+
+// ServiceSessions names the SessionCwd service.
+const ServiceSessions = "sessions"
+
+func decodeParams(raw json.RawMessage, v any) error {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil
+	}
+	dec := json.NewDecoder(strings.NewReader(string(raw)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return rpc.Errorf(rpc.InvalidParams, "bad params: %v", err)
+	}
+	return nil
+}
+
+// DecodeParams decodes method params strictly (unknown fields refused) and
+// reports problems as INVALID_PARAMS. Providers use it for their methods.
+func DecodeParams(raw json.RawMessage, v any) error { return decodeParams(raw, v) }
+
+// ParseTarget is uri.ParseTarget, re-exported for method handlers.
+var ParseTarget = uri.ParseTarget

@@ -1,0 +1,309 @@
+package kernel
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"time"
+
+	"github.com/shoal-sh/shoal/core"
+	"github.com/shoal-sh/shoal/core/bus"
+	"github.com/shoal-sh/shoal/core/rpc"
+	"github.com/shoal-sh/shoal/core/uri"
+)
+
+// EventMethod is the notification method carrying event frames (K5).
+const EventMethod = "events.event"
+
+type coreMethod func(k *Kernel, ctx context.Context, c *conn, caller *core.Caller, params json.RawMessage) (any, error)
+
+var coreMethods map[string]coreMethod
+
+func init() {
+	coreMethods = map[string]coreMethod{
+		"events.read":         (*Kernel).eventsRead,
+		"events.publish":      (*Kernel).eventsPublish,
+		"events.subscribe":    (*Kernel).eventsSubscribe,
+		"events.unsubscribe":  (*Kernel).eventsUnsubscribe,
+		"resources.list":      (*Kernel).resourcesList,
+		"resources.templates": (*Kernel).resourcesTemplates,
+		"resources.read":      (*Kernel).resourcesRead,
+		"value.get":           (*Kernel).valueGet,
+		"session.view":        (*Kernel).sessionView,
+		"session.close":       (*Kernel).sessionClose,
+		"kernel.status":       (*Kernel).status,
+		"plugin.list":         (*Kernel).pluginList,
+	}
+}
+
+func (k *Kernel) registerCore() {}
+
+type readParams struct {
+	Channel string  `json:"channel"`
+	Since   *uint64 `json:"since"`
+	Limit   int     `json:"limit"`
+}
+
+func (k *Kernel) eventsRead(_ context.Context, _ *conn, _ *core.Caller, raw json.RawMessage) (any, error) {
+	var p readParams
+	if err := decodeParams(raw, &p); err != nil {
+		return nil, err
+	}
+	if p.Channel == "" {
+		return nil, rpc.Errorf(rpc.InvalidParams, "channel is required, e.g. {\"channel\":\"journal\",\"since\":81}")
+	}
+	if p.Limit < 0 {
+		return nil, rpc.Errorf(rpc.InvalidParams, "limit must be positive")
+	}
+	return k.bus.Read(p.Channel, p.Since, p.Limit)
+}
+
+type publishParams struct {
+	Channel string          `json:"channel"`
+	Payload json.RawMessage `json:"payload"`
+}
+
+func (k *Kernel) eventsPublish(_ context.Context, _ *conn, _ *core.Caller, raw json.RawMessage) (any, error) {
+	var p publishParams
+	if err := decodeParams(raw, &p); err != nil {
+		return nil, err
+	}
+	ev, err := k.bus.PublishClient(p.Channel, p.Payload)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{"channel": ev.Channel, "seq": ev.Seq, "ts": ev.TS}, nil
+}
+
+type subscribeParams struct {
+	Channel string `json:"channel"`
+	URI     string `json:"uri"`
+}
+
+// channelOf resolves {channel} or {uri} to a channel name.
+func (k *Kernel) channelOf(p subscribeParams) (string, error) {
+	if p.Channel != "" {
+		return p.Channel, nil
+	}
+	if p.URI == "" {
+		return "", rpc.Errorf(rpc.InvalidParams, "give channel (e.g. \"user.build\") or uri (e.g. \"shoal://task/9\")")
+	}
+	u, err := uri.Parse(p.URI)
+	if err != nil {
+		return "", err
+	}
+	ch, ok := k.router.Channel(u)
+	if !ok {
+		return "", rpc.Errorf(rpc.InvalidParams, "%s is not subscribable; subscribe to shoal://events/{channel}, shoal://task/{id} or shoal://task/{id}/out", p.URI)
+	}
+	return ch, nil
+}
+
+func (k *Kernel) eventsSubscribe(_ context.Context, c *conn, _ *core.Caller, raw json.RawMessage) (any, error) {
+	var p subscribeParams
+	if err := decodeParams(raw, &p); err != nil {
+		return nil, err
+	}
+	ch, err := k.channelOf(p)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.subs == nil {
+		return nil, rpc.ErrClosedError()
+	}
+	if _, dup := c.subs[ch]; !dup {
+		rc := c.rc
+		sub, err := k.bus.Subscribe(ch, func(ev bus.Event) error { return rc.Notify(EventMethod, ev) })
+		if err != nil {
+			return nil, err
+		}
+		c.subs[ch] = sub
+	}
+	r, err := k.bus.Read(ch, nil, 1)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{"channel": ch, "subscribed": true, "next_seq": r.NextSeq, "epoch": r.Epoch}, nil
+}
+
+func (k *Kernel) eventsUnsubscribe(_ context.Context, c *conn, _ *core.Caller, raw json.RawMessage) (any, error) {
+	var p subscribeParams
+	if err := decodeParams(raw, &p); err != nil {
+		return nil, err
+	}
+	ch, err := k.channelOf(p)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	s, ok := c.subs[ch]
+	delete(c.subs, ch)
+	c.mu.Unlock()
+	if ok {
+		s.Close()
+	}
+	return map[string]any{"channel": ch, "unsubscribed": ok}, nil
+}
+
+func (k *Kernel) resourcesList(ctx context.Context, _ *conn, caller *core.Caller, _ json.RawMessage) (any, error) {
+	res, err := k.router.List(ctx, caller)
+	out := map[string]any{"resources": res}
+	if res == nil {
+		out["resources"] = []core.Resource{}
+	}
+	if err != nil {
+		// One failing provider must not hide the rest; say what failed.
+		out["warnings"] = []string{err.Error()}
+	}
+	return out, nil
+}
+
+func (k *Kernel) resourcesTemplates(context.Context, *conn, *core.Caller, json.RawMessage) (any, error) {
+	t := k.router.Templates()
+	if t == nil {
+		t = []core.Template{}
+	}
+	return map[string]any{"resourceTemplates": t}, nil
+}
+
+type resourceReadParams struct {
+	URI    string          `json:"uri"`
+	Target string          `json:"target"`
+	Path   *string         `json:"path"`
+	Slice  *string         `json:"slice"`
+	Format *string         `json:"format"`
+	Elide  json.RawMessage `json:"elide"`
+}
+
+func (k *Kernel) read(ctx context.Context, caller *core.Caller, p resourceReadParams) (any, error) {
+	target := p.URI
+	if target == "" {
+		target = p.Target
+	}
+	if target == "" {
+		return nil, rpc.Errorf(rpc.InvalidParams, "give uri (shoal://out/17) or target (out:17)")
+	}
+	u, err := uri.ParseTarget(target)
+	if err != nil {
+		return nil, err
+	}
+	elide := p.Elide
+	if len(elide) > 0 && elide[0] == '"' {
+		// Accept the budget as a JSON string too ("{\"max_rows\":20}").
+		var s string
+		if err := json.Unmarshal(elide, &s); err == nil {
+			elide = json.RawMessage(s)
+		}
+	}
+	return k.router.Read(ctx, caller, u, core.ReadOptions{Path: p.Path, Slice: p.Slice, Format: p.Format, Elide: elide})
+}
+
+func (k *Kernel) resourcesRead(ctx context.Context, _ *conn, caller *core.Caller, raw json.RawMessage) (any, error) {
+	var p resourceReadParams
+	if err := decodeParams(raw, &p); err != nil {
+		return nil, err
+	}
+	return k.read(ctx, caller, p)
+}
+
+func (k *Kernel) valueGet(ctx context.Context, _ *conn, caller *core.Caller, raw json.RawMessage) (any, error) {
+	var p resourceReadParams
+	if err := decodeParams(raw, &p); err != nil {
+		return nil, err
+	}
+	return k.read(ctx, caller, p)
+}
+
+func (k *Kernel) sessionView(ctx context.Context, _ *conn, caller *core.Caller, raw json.RawMessage) (any, error) {
+	var p struct {
+		View string `json:"view"`
+	}
+	if err := decodeParams(raw, &p); err != nil {
+		return nil, err
+	}
+	if p.View == "" {
+		return nil, rpc.Errorf(rpc.InvalidParams, "view is required: cwd, env or reef")
+	}
+	prov, ok := k.router.Provider("session")
+	if !ok {
+		return nil, rpc.Errorf(rpc.Unavailable, "no session provider is loaded")
+	}
+	c, err := prov.Read(ctx, caller, uri.New("session", p.View))
+	if err != nil {
+		return nil, err
+	}
+	if c.Record != nil {
+		return c.Record, nil
+	}
+	return c.Value, nil
+}
+
+func (k *Kernel) sessionClose(_ context.Context, _ *conn, caller *core.Caller, raw json.RawMessage) (any, error) {
+	var p struct {
+		Session string `json:"session"`
+	}
+	if err := decodeParams(raw, &p); err != nil {
+		return nil, err
+	}
+	name := p.Session
+	if name == "" {
+		name = caller.Session
+	}
+	if name != caller.Session {
+		return nil, rpc.Errorf(rpc.Forbidden, "a connection can close only its own session (%s)", caller.Session)
+	}
+	k.CloseSession(name)
+	return map[string]any{"session": name, "closed": true}, nil
+}
+
+// CloseSession ends a session's state in every provider: its evaluator,
+// processes, PTYs and transcript.
+func (k *Kernel) CloseSession(name string) {
+	for _, p := range k.providers {
+		if o, ok := p.(core.SessionObserver); ok {
+			o.SessionClosed(name)
+		}
+	}
+	k.mu.Lock()
+	delete(k.sessions, name)
+	k.mu.Unlock()
+}
+
+func (k *Kernel) status(context.Context, *conn, *core.Caller, json.RawMessage) (any, error) {
+	k.mu.Lock()
+	sessions := make([]map[string]any, 0, len(k.sessions))
+	for _, s := range k.sessions {
+		sessions = append(sessions, map[string]any{"name": s.name, "attached": s.attached, "created": s.created.UnixNano()})
+	}
+	conns := len(k.conns)
+	k.mu.Unlock()
+	out := map[string]any{
+		"version":     Version,
+		"pid":         os.Getpid(),
+		"state_dir":   k.stateDir,
+		"socket":      k.socket,
+		"started":     k.started.UnixNano(),
+		"uptime_ms":   time.Since(k.started).Milliseconds(),
+		"connections": conns,
+		"sessions":    sessions,
+		"families":    k.router.Families(),
+		"methods":     k.MethodNames(),
+		"epoch":       k.bus.Epoch(),
+		"idle_exit":   k.opts.IdleExit.String(),
+	}
+	if k.plugins != nil {
+		out["plugins"] = k.plugins.Status()
+	} else {
+		out["plugins"] = []any{}
+	}
+	return out, nil
+}
+
+func (k *Kernel) pluginList(context.Context, *conn, *core.Caller, json.RawMessage) (any, error) {
+	if k.plugins == nil {
+		return map[string]any{"plugins": []any{}}, nil
+	}
+	return map[string]any{"plugins": k.plugins.Status()}, nil
+}

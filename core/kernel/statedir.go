@@ -1,0 +1,144 @@
+package kernel
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// DefaultStateDir is $SHOAL_STATE_DIR, else $XDG_STATE_HOME/shoal, else
+// ~/.local/state/shoal.
+func DefaultStateDir() string {
+	if d := os.Getenv("SHOAL_STATE_DIR"); d != "" {
+		return d
+	}
+	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
+		return filepath.Join(d, "shoal")
+	}
+	home, err := os.UserHomeDir()
+	if err != nil || home == "" {
+		return filepath.Join(os.TempDir(), "shoal-state")
+	}
+	return filepath.Join(home, ".local", "state", "shoal")
+}
+
+// Paths of the files in a state directory.
+const (
+	SocketName = "kernel.sock"
+	TokenName  = "token"
+	LockName   = "kernel.lock"
+	ConfigName = "config.toml"
+	PolicyName = "policy.toml"
+)
+
+// ReadToken returns the token of a state directory.
+func ReadToken(stateDir string) (string, error) {
+	b, err := os.ReadFile(filepath.Join(stateDir, TokenName))
+	if err != nil {
+		return "", fmt.Errorf("read token: %w", err)
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+// ensureToken creates the token (0600) at first start and returns it.
+func ensureToken(stateDir string) (string, error) {
+	path := filepath.Join(stateDir, TokenName)
+	if tok, err := ReadToken(stateDir); err == nil && len(tok) >= 32 {
+		if err := os.Chmod(path, 0o600); err != nil {
+			return "", fmt.Errorf("restrict token: %w", err)
+		}
+		return tok, nil
+	}
+	buf := make([]byte, 32)
+	if _, err := rand.Read(buf); err != nil {
+		return "", err
+	}
+	tok := hex.EncodeToString(buf)
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(tok+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("write token: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return "", fmt.Errorf("write token: %w", err)
+	}
+	return tok, nil
+}
+
+// lockStateDir takes an exclusive lock on the state directory so one kernel
+// serves it. The lock dies with the process, so a killed kernel never
+// leaves it held.
+func lockStateDir(stateDir string) (*os.File, error) {
+	path := filepath.Join(stateDir, LockName)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open lock: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		b, _ := os.ReadFile(path)
+		f.Close()
+		pid := strings.TrimSpace(string(b))
+		if pid == "" {
+			pid = "unknown"
+		}
+		return nil, &AlreadyRunningError{StateDir: stateDir, PID: pid}
+	}
+	if err := f.Truncate(0); err == nil {
+		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	}
+	return f, nil
+}
+
+// AlreadyRunningError says another kernel serves the state directory.
+type AlreadyRunningError struct {
+	StateDir, Socket, PID string
+}
+
+func (e *AlreadyRunningError) Error() string {
+	if e.Socket != "" {
+		return fmt.Sprintf("a kernel is already serving on %s; stop it first or use another --socket", e.Socket)
+	}
+	return fmt.Sprintf("a kernel (pid %s) is already running on state directory %s; stop it first or use another --state-dir", e.PID, e.StateDir)
+}
+
+// listenSocket listens on path, replacing a stale socket left by a killed
+// kernel and refusing a live one.
+func listenSocket(path string) (net.Listener, error) {
+	if fi, err := os.Lstat(path); err == nil {
+		if fi.Mode()&os.ModeSocket == 0 {
+			return nil, fmt.Errorf("%s exists and is not a socket; move it away or choose another --socket", path)
+		}
+		c, err := net.DialTimeout("unix", path, 500*time.Millisecond)
+		if err == nil {
+			c.Close()
+			return nil, &AlreadyRunningError{Socket: path}
+		}
+		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("remove stale socket %s: %w", path, err)
+		}
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("socket dir: %w", err)
+	}
+	// Create the socket with no group/other bits from the start; chmod
+	// after the fact would leave a window.
+	old := syscall.Umask(0o177)
+	l, err := net.Listen("unix", path)
+	syscall.Umask(old)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", path, err)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("restrict socket: %w", err)
+	}
+	l.(*net.UnixListener).SetUnlinkOnClose(true)
+	return l, nil
+}

@@ -1,0 +1,353 @@
+package core
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"unicode/utf8"
+
+	"github.com/shoal-sh/shoal/core/render"
+	"github.com/shoal-sh/shoal/core/rpc"
+	"github.com/shoal-sh/shoal/core/uri"
+	"github.com/shoal-sh/shoal/core/value"
+)
+
+// Router maps shoal:// URIs to providers by family and applies the shared
+// read pipeline: path → slice → format → elide → 64 KiB text.
+type Router struct {
+	mu        sync.RWMutex
+	providers []Provider
+	byFamily  map[string]Provider
+	order     Order
+	// RawCeiling bounds format=raw reads (bytes).
+	RawCeiling int64
+}
+
+// Order says how listings are arranged: Roots lists families whose root
+// resources come first, in that order; Entries lists families whose live
+// entries come next, in that order; Templates orders the templates.
+// Families not named follow in registration order (plugins come last), so
+// registration order can follow provisioning dependencies.
+type Order struct {
+	Roots     []string
+	Entries   []string
+	Templates []string
+}
+
+// NewRouter returns an empty router.
+func NewRouter() *Router {
+	return &Router{byFamily: map[string]Provider{}, RawCeiling: DefaultRawCeiling}
+}
+
+// SetOrder sets the listing order.
+func (r *Router) SetOrder(o Order) {
+	r.mu.Lock()
+	r.order = o
+	r.mu.Unlock()
+}
+
+// Register adds a provider. A family registered twice is an error naming
+// both owners.
+func (r *Router) Register(p Provider) error {
+	fam := p.Family()
+	if fam == "" {
+		return fmt.Errorf("provider %T has an empty family", p)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if old, dup := r.byFamily[fam]; dup {
+		return fmt.Errorf("family %q is served by %T already; %T cannot take it", fam, old, p)
+	}
+	r.byFamily[fam] = p
+	r.providers = append(r.providers, p)
+	return nil
+}
+
+// Families lists registered family names in registration order.
+func (r *Router) Families() []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make([]string, len(r.providers))
+	for i, p := range r.providers {
+		out[i] = p.Family()
+	}
+	return out
+}
+
+// Providers returns the registered providers in registration order.
+func (r *Router) Providers() []Provider {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return slices.Clone(r.providers)
+}
+
+// Provider returns the provider of a family.
+func (r *Router) Provider(family string) (Provider, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	p, ok := r.byFamily[family]
+	return p, ok
+}
+
+func rank(order []string, fam string) int {
+	if i := slices.Index(order, fam); i >= 0 {
+		return i
+	}
+	return len(order)
+}
+
+// List returns every provider's resources: roots first, then live entries,
+// each group ordered by r's Order and then registration order. A provider
+// whose List fails is skipped and its error returned beside the rest, so
+// one broken plugin does not hide the kernel's own resources.
+func (r *Router) List(ctx context.Context, c *Caller) ([]Resource, error) {
+	r.mu.RLock()
+	provs := slices.Clone(r.providers)
+	order := r.order
+	r.mu.RUnlock()
+	type item struct {
+		res      Resource
+		fam, pos int
+	}
+	var roots, entries []item
+	var errs []string
+	for pi, p := range provs {
+		res, err := p.List(ctx, c)
+		if err != nil {
+			errs = append(errs, fmt.Sprintf("%s: %v", p.Family(), err))
+			continue
+		}
+		for i, x := range res {
+			if x.MimeType == "" {
+				x.MimeType = "application/json"
+			}
+			if x.Root {
+				roots = append(roots, item{x, rank(order.Roots, p.Family())*1000 + pi, i})
+			} else {
+				entries = append(entries, item{x, rank(order.Entries, p.Family())*1000 + pi, i})
+			}
+		}
+	}
+	sortItems := func(xs []item) {
+		sort.SliceStable(xs, func(i, j int) bool {
+			if xs[i].fam != xs[j].fam {
+				return xs[i].fam < xs[j].fam
+			}
+			return xs[i].pos < xs[j].pos
+		})
+	}
+	sortItems(roots)
+	sortItems(entries)
+	out := make([]Resource, 0, len(roots)+len(entries))
+	for _, x := range roots {
+		out = append(out, x.res)
+	}
+	for _, x := range entries {
+		out = append(out, x.res)
+	}
+	if len(errs) > 0 {
+		return out, fmt.Errorf("some providers could not list: %s", strings.Join(errs, "; "))
+	}
+	return out, nil
+}
+
+// Templates concatenates every provider's templates, ordered by the
+// Order's Templates list, then registration order.
+func (r *Router) Templates() []Template {
+	r.mu.RLock()
+	provs := slices.Clone(r.providers)
+	order := r.order.Templates
+	r.mu.RUnlock()
+	sort.SliceStable(provs, func(i, j int) bool { return rank(order, provs[i].Family()) < rank(order, provs[j].Family()) })
+	var out []Template
+	for _, p := range provs {
+		for _, t := range p.Templates() {
+			if t.MimeType == "" {
+				t.MimeType = "application/json"
+			}
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// Channel maps a subscribable URI to its event channel.
+func (r *Router) Channel(u *uri.URI) (string, bool) {
+	p, ok := r.Provider(u.Family)
+	if !ok {
+		return "", false
+	}
+	s, ok := p.(Subscribable)
+	if !ok {
+		return "", false
+	}
+	return s.Channel(u)
+}
+
+// ReadOptions override or complete the URI's own query parameters (the
+// shoal_get tool passes path, slice and elide as arguments).
+type ReadOptions struct {
+	Path   *string
+	Slice  *string
+	Format *string
+	Elide  json.RawMessage
+}
+
+// Content item of a read, shaped as an MCP resource content.
+type ContentItem struct {
+	URI      string `json:"uri"`
+	MimeType string `json:"mimeType"`
+	Text     string `json:"text"`
+}
+
+// ReadResult is the envelope of a read: MCP's resources/read shape with
+// structuredContent beside contents.
+type ReadResult struct {
+	Contents          []ContentItem   `json:"contents"`
+	StructuredContent json.RawMessage `json:"structuredContent"`
+	// Ref is the short ref of the value read, when it has one.
+	Ref string `json:"ref,omitempty"`
+	// Elided is true when the JSON text or structured value was cut to fit.
+	Elided bool `json:"elided,omitempty"`
+	// Marks flag the content, e.g. "secret-source".
+	Marks []string `json:"marks,omitempty"`
+}
+
+// Read resolves u through its provider and renders the result.
+func (r *Router) Read(ctx context.Context, c *Caller, u *uri.URI, o ReadOptions) (*ReadResult, error) {
+	p, ok := r.Provider(u.Family)
+	if !ok {
+		return nil, rpc.Errorf(rpc.NotFound, "no provider serves shoal://%s/…; families: %s", u.Family, strings.Join(r.Families(), ", "))
+	}
+	param := func(key string, over *string) (string, bool) {
+		if over != nil {
+			return *over, *over != ""
+		}
+		return u.Get(key)
+	}
+	pathStr, hasPath := param("path", o.Path)
+	sliceStr, hasSlice := param("slice", o.Slice)
+	formatStr, _ := param("format", o.Format)
+	format, err := render.ParseFormat(formatStr)
+	if err != nil {
+		return nil, err
+	}
+	budgetJSON := o.Elide
+	if budgetJSON == nil {
+		if s, ok := u.Get("elide"); ok && s != "" {
+			budgetJSON = json.RawMessage(s)
+		}
+	}
+	budget, err := render.ParseBudget(budgetJSON)
+	if err != nil {
+		return nil, err
+	}
+	// Parse the selectors before reading so a typo costs nothing.
+	var path value.Path
+	if hasPath {
+		if path, err = value.ParsePath(pathStr); err != nil {
+			return nil, err
+		}
+	}
+	var sl value.Slice
+	if hasSlice {
+		if sl, err = value.ParseSlice(sliceStr); err != nil {
+			return nil, err
+		}
+	}
+	content, err := p.Read(ctx, c, u)
+	if err != nil {
+		return nil, err
+	}
+	if content == nil {
+		return nil, rpc.Errorf(rpc.Internal, "provider %s returned no content for %s", u.Family, u.Raw)
+	}
+	display := u.Raw
+	if display == "" {
+		display = u.String()
+	}
+	if content.Value == nil {
+		if hasPath || hasSlice {
+			return nil, rpc.Errorf(rpc.InvalidParams, "%s is a kernel record, not a value: path and slice apply to values (shoal://out/N, shoal://val/…, shoal://task/N/out)", u.Path())
+		}
+		structured, text, err := render.Record(content.Record, render.TextLimit)
+		if err != nil {
+			return nil, err
+		}
+		switch format {
+		case render.FormatJSON:
+			return &ReadResult{Contents: []ContentItem{{display, "application/json", text}}, StructuredContent: structured, Ref: content.Ref, Marks: content.Marks}, nil
+		case render.FormatRender:
+			sc, _ := json.Marshal(map[string]string{"ref": content.Ref, "render": text})
+			return &ReadResult{Contents: []ContentItem{{display, "text/plain", text}}, StructuredContent: sc, Ref: content.Ref, Marks: content.Marks}, nil
+		default:
+			return nil, rpc.Errorf(rpc.InvalidParams, "format=raw applies to values; %s is a kernel record (use format=json or render)", u.Path())
+		}
+	}
+	v := content.Value
+	if hasPath {
+		if v, err = path.Eval(v); err != nil {
+			return nil, err
+		}
+	}
+	if hasSlice {
+		if v, err = value.ApplySlice(v, sl); err != nil {
+			return nil, err
+		}
+	}
+	res := &ReadResult{Ref: content.Ref, Marks: content.Marks}
+	origin := render.Origin{Path: path}
+	if hasSlice {
+		origin.Offset = sl.Start
+	}
+	switch format {
+	case render.FormatRender:
+		text := render.RenderAt(v, render.TextLimit, origin)
+		res.Contents = []ContentItem{{display, "text/plain", text}}
+		res.StructuredContent, _ = json.Marshal(map[string]string{"ref": content.Ref, "render": text})
+	case render.FormatRaw:
+		text, data, isText, err := render.Raw(v, r.RawCeiling)
+		if err != nil {
+			return nil, err
+		}
+		if isText {
+			res.Contents = []ContentItem{{display, "text/plain", clipText(text, render.TextLimit)}}
+			res.StructuredContent, err = json.Marshal(map[string]string{"ref": content.Ref, "raw": text})
+		} else {
+			b64 := base64.StdEncoding.EncodeToString(data)
+			res.Contents = []ContentItem{{display, "text/plain", clipText(b64, render.TextLimit)}}
+			res.StructuredContent, err = json.Marshal(map[string]string{"ref": content.Ref, "raw_base64": b64})
+		}
+		if err != nil {
+			return nil, rpc.Errorf(rpc.Internal, "encode raw: %v", err)
+		}
+	default:
+		structured, text, elided, err := render.JSONAt(v, budget, render.TextLimit, origin)
+		if err != nil {
+			return nil, err
+		}
+		res.Contents = []ContentItem{{display, "application/json", text}}
+		res.StructuredContent = structured
+		res.Elided = elided
+	}
+	return res, nil
+}
+
+// clipText cuts s to at most limit bytes on a UTF-8 boundary, saying so:
+// the raw payload itself is in structuredContent, the text is for display.
+func clipText(s string, limit int) string {
+	if len(s) <= limit {
+		return s
+	}
+	note := fmt.Sprintf("\n… (%d bytes in all; the text shows the first part, structuredContent holds everything)", len(s))
+	cut := limit - len(note)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + note
+}

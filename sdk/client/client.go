@@ -1,0 +1,338 @@
+// Package client is a Go client of the Shoal kernel protocol: JSON-RPC 2.0,
+// one object per line, over the kernel's unix socket. It uses only the
+// standard library (and Shoal's own std-lib-only rpc framing).
+//
+//	c, err := client.Dial(ctx, client.Options{Principal: "agent:me"})
+//	if err != nil { … }
+//	defer c.Close()
+//	reply, err := c.Exec(ctx, "ls", client.ExecOptions{})
+//	page, err := c.Read(ctx, reply.URI+"?path=[0].name")
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/shoal-sh/shoal/core/rpc"
+)
+
+// EventMethod is the notification method of pushed event frames.
+const EventMethod = "events.event"
+
+// Options say where the kernel is and who connects.
+type Options struct {
+	// StateDir is the kernel's state directory (default as the kernel's:
+	// $SHOAL_STATE_DIR, $XDG_STATE_HOME/shoal or ~/.local/state/shoal).
+	StateDir string
+	// Socket overrides $StateDir/kernel.sock.
+	Socket string
+	// Token overrides the token read from $StateDir/token.
+	Token string
+	// Session to attach (default "main").
+	Session string
+	// Principal to act as (default "agent:default").
+	Principal string
+	// OnEvent receives pushed events, in order per channel, on the
+	// connection's read goroutine: hand them off quickly.
+	OnEvent func(Event)
+	// DialTimeout bounds connecting (default 2s).
+	DialTimeout time.Duration
+}
+
+// Event is one event frame.
+type Event struct {
+	Channel string          `json:"channel"`
+	Seq     uint64          `json:"seq"`
+	TS      int64           `json:"ts"`
+	Payload json.RawMessage `json:"payload"`
+}
+
+// Drop is the payload of a synthetic drop marker; IsDrop reports whether
+// an event is one.
+type Drop struct {
+	Dropped   uint64 `json:"dropped"`
+	LatestSeq uint64 `json:"latest_seq"`
+}
+
+// IsDrop reports whether ev is a synthetic drop marker and decodes it.
+func (ev Event) IsDrop() (Drop, bool) {
+	var d struct {
+		Dropped   *uint64 `json:"dropped"`
+		LatestSeq *uint64 `json:"latest_seq"`
+	}
+	if err := json.Unmarshal(ev.Payload, &d); err != nil || d.Dropped == nil || d.LatestSeq == nil {
+		return Drop{}, false
+	}
+	var extra map[string]json.RawMessage
+	_ = json.Unmarshal(ev.Payload, &extra)
+	if len(extra) != 2 {
+		return Drop{}, false
+	}
+	return Drop{*d.Dropped, *d.LatestSeq}, true
+}
+
+// Attached is the answer of session.attach.
+type Attached struct {
+	Session   string   `json:"session"`
+	Principal string   `json:"principal"`
+	Grants    []string `json:"grants"`
+	Cwd       string   `json:"cwd"`
+	Channels  []string `json:"channels"`
+	Epoch     string   `json:"epoch"`
+	Kernel    struct {
+		Version  string `json:"version"`
+		PID      int    `json:"pid"`
+		StateDir string `json:"state_dir"`
+		Socket   string `json:"socket"`
+	} `json:"kernel"`
+}
+
+// Client is one attached kernel connection. Safe for concurrent use.
+type Client struct {
+	conn     *rpc.Conn
+	Attached Attached
+	opts     Options
+	runErr   chan error
+	closeMu  sync.Once
+}
+
+// DefaultStateDir mirrors the kernel's default.
+func DefaultStateDir() string {
+	if d := os.Getenv("SHOAL_STATE_DIR"); d != "" {
+		return d
+	}
+	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
+		return filepath.Join(d, "shoal")
+	}
+	home, err := os.UserHomeDir()
+	if err != nil || home == "" {
+		return filepath.Join(os.TempDir(), "shoal-state")
+	}
+	return filepath.Join(home, ".local", "state", "shoal")
+}
+
+// SocketPath returns the socket the options point at.
+func (o Options) SocketPath() string {
+	if o.Socket != "" {
+		return o.Socket
+	}
+	dir := o.StateDir
+	if dir == "" {
+		dir = DefaultStateDir()
+	}
+	return filepath.Join(dir, "kernel.sock")
+}
+
+// ErrNoKernel is returned by Dial when nothing answers on the socket.
+var ErrNoKernel = errors.New("no kernel answers on the socket")
+
+// Dial connects to the kernel and attaches.
+func Dial(ctx context.Context, o Options) (*Client, error) {
+	if o.StateDir == "" {
+		o.StateDir = DefaultStateDir()
+	}
+	if o.Token == "" {
+		b, err := os.ReadFile(filepath.Join(o.StateDir, "token"))
+		if err != nil {
+			return nil, fmt.Errorf("read kernel token: %w (is a kernel running on %s?)", err, o.StateDir)
+		}
+		o.Token = strings.TrimSpace(string(b))
+	}
+	if o.DialTimeout == 0 {
+		o.DialTimeout = 2 * time.Second
+	}
+	d := net.Dialer{Timeout: o.DialTimeout}
+	nc, err := d.DialContext(ctx, "unix", o.SocketPath())
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrNoKernel, o.SocketPath(), err)
+	}
+	return attach(ctx, nc, o)
+}
+
+func attach(ctx context.Context, nc net.Conn, o Options) (*Client, error) {
+	c := &Client{opts: o, runErr: make(chan error, 1)}
+	c.conn = rpc.NewConn(nc, rpc.ConnOptions{OnNotify: func(method string, params json.RawMessage) {
+		if method != EventMethod || o.OnEvent == nil {
+			return
+		}
+		var ev Event
+		if json.Unmarshal(params, &ev) == nil {
+			o.OnEvent(ev)
+		}
+	}})
+	go func() { c.runErr <- c.conn.Run() }()
+	err := c.conn.Call(ctx, "session.attach", map[string]string{"token": o.Token, "session": o.Session, "principal": o.Principal}, &c.Attached)
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// Close ends the connection (and its subscriptions).
+func (c *Client) Close() error {
+	c.closeMu.Do(func() {
+		c.conn.Close()
+		<-c.conn.Done()
+	})
+	return nil
+}
+
+// Done is closed when the connection has ended.
+func (c *Client) Done() <-chan struct{} { return c.conn.Done() }
+
+// Call makes any kernel call. Kernel errors are *rpc.Error values: use
+// Code to tell them apart.
+func (c *Client) Call(ctx context.Context, method string, params, result any) error {
+	return c.conn.Call(ctx, method, params, result)
+}
+
+// Code returns the kernel error code of err, or 0 when err is not a kernel
+// error.
+func Code(err error) int {
+	var e *rpc.Error
+	if errors.As(err, &e) {
+		return int(e.Code)
+	}
+	return 0
+}
+
+// ExecOptions tune Exec.
+type ExecOptions struct {
+	TimeoutMS  int64
+	Background bool
+}
+
+// ExecReply is the answer of exec.
+type ExecReply struct {
+	Ref         string          `json:"ref"`
+	URI         string          `json:"uri"`
+	OK          bool            `json:"ok"`
+	Exit        int             `json:"exit"`
+	DurationNS  int64           `json:"duration_ns"`
+	Effects     []string        `json:"effects"`
+	Preview     json.RawMessage `json:"preview"`
+	PreviewText string          `json:"preview_text"`
+	ValRef      string          `json:"val_ref"`
+	Task        string          `json:"task"`
+	TaskURI     string          `json:"task_uri"`
+	Marks       []string        `json:"marks"`
+}
+
+// Exec runs source in the attached session.
+func (c *Client) Exec(ctx context.Context, source string, o ExecOptions) (*ExecReply, error) {
+	var r ExecReply
+	err := c.Call(ctx, "exec", map[string]any{"source": source, "timeout_ms": o.TimeoutMS, "background": o.Background}, &r)
+	if err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// ReadResult is a resource read: MCP's envelope.
+type ReadResult struct {
+	Contents []struct {
+		URI      string `json:"uri"`
+		MimeType string `json:"mimeType"`
+		Text     string `json:"text"`
+	} `json:"contents"`
+	StructuredContent json.RawMessage `json:"structuredContent"`
+	Ref               string          `json:"ref"`
+	Elided            bool            `json:"elided"`
+	Marks             []string        `json:"marks"`
+}
+
+// Read reads a URI or short ref.
+func (c *Client) Read(ctx context.Context, target string) (*ReadResult, error) {
+	var r ReadResult
+	if err := c.Call(ctx, "resources.read", map[string]string{"uri": target}, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// Page is an events.read answer.
+type Page struct {
+	Channel   string  `json:"channel"`
+	Events    []Event `json:"events"`
+	OldestSeq *uint64 `json:"oldest_seq"`
+	LatestSeq *uint64 `json:"latest_seq"`
+	NextSeq   uint64  `json:"next_seq"`
+	Epoch     string  `json:"epoch"`
+	Truncated bool    `json:"truncated"`
+}
+
+// Events reads a channel after since (nil: from the oldest retained).
+func (c *Client) Events(ctx context.Context, channel string, since *uint64, limit int) (*Page, error) {
+	p := map[string]any{"channel": channel}
+	if since != nil {
+		p["since"] = *since
+	}
+	if limit > 0 {
+		p["limit"] = limit
+	}
+	var page Page
+	if err := c.Call(ctx, "events.read", p, &page); err != nil {
+		return nil, err
+	}
+	return &page, nil
+}
+
+// Published is the answer of events.publish.
+type Published struct {
+	Channel string `json:"channel"`
+	Seq     uint64 `json:"seq"`
+	TS      int64  `json:"ts"`
+}
+
+// Publish publishes a user.* event.
+func (c *Client) Publish(ctx context.Context, channel string, payload any) (*Published, error) {
+	raw, err := json.Marshal(payload)
+	if err != nil {
+		return nil, err
+	}
+	var p Published
+	if err := c.Call(ctx, "events.publish", map[string]any{"channel": channel, "payload": json.RawMessage(raw)}, &p); err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
+// Subscribed is the answer of events.subscribe.
+type Subscribed struct {
+	Channel string `json:"channel"`
+	NextSeq uint64 `json:"next_seq"`
+	Epoch   string `json:"epoch"`
+}
+
+// Subscribe asks for pushed events of a channel; they arrive at
+// Options.OnEvent.
+func (c *Client) Subscribe(ctx context.Context, channel string) (*Subscribed, error) {
+	var s Subscribed
+	if err := c.Call(ctx, "events.subscribe", map[string]string{"channel": channel}, &s); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+// SubscribeURI subscribes to the channel behind a subscribable URI.
+func (c *Client) SubscribeURI(ctx context.Context, u string) (*Subscribed, error) {
+	var s Subscribed
+	if err := c.Call(ctx, "events.subscribe", map[string]string{"uri": u}, &s); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+// Unsubscribe stops pushed events of a channel.
+func (c *Client) Unsubscribe(ctx context.Context, channel string) error {
+	return c.Call(ctx, "events.unsubscribe", map[string]string{"channel": channel}, nil)
+}
