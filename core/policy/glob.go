@@ -67,33 +67,50 @@ func nextSeg(s string) (seg, rest string) {
 }
 
 func matchSegs(pat, p string) bool {
+	if !strings.Contains(pat, "**") {
+		for pat != "" {
+			var seg, s string
+			seg, pat = nextSeg(pat)
+			if p == "" {
+				return false
+			}
+			s, p = nextSeg(p)
+			if !matchName(seg, s) {
+				return false
+			}
+		}
+		return p == ""
+	}
+	// With `**` a backtracking match can take exponential time on
+	// patterns like /**/**/**/…; track the set of reachable path positions
+	// instead: O(pattern segments × path segments).
+	var segs []string
+	if p != "" {
+		segs = strings.Split(p, "/")
+	}
+	n := len(segs)
+	cur, next := make([]bool, n+1), make([]bool, n+1)
+	cur[0] = true
 	for pat != "" {
 		var seg string
 		seg, pat = nextSeg(pat)
+		clear(next)
 		if seg == "**" {
-			if pat == "" {
-				return true
+			on := false
+			for i := 0; i <= n; i++ {
+				on = on || cur[i]
+				next[i] = on
 			}
-			for rest := p; ; {
-				if matchSegs(pat, rest) {
-					return true
+		} else {
+			for i := 0; i < n; i++ {
+				if cur[i] && matchName(seg, segs[i]) {
+					next[i+1] = true
 				}
-				if rest == "" {
-					return false
-				}
-				_, rest = nextSeg(rest)
 			}
 		}
-		if p == "" {
-			return false
-		}
-		var s string
-		s, p = nextSeg(p)
-		if !matchName(seg, s) {
-			return false
-		}
+		cur, next = next, cur
 	}
-	return p == ""
+	return cur[n]
 }
 
 // anchors are a decision's `~` and `.`, cleaned once; empty when unknown

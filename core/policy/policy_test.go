@@ -283,6 +283,10 @@ func TestGlobs(t *testing.T) {
 		{"/a/**/c", "/a/c", true},
 		{"/a/**/c", "/a/b/b/c", true},
 		{"/a/*/c", "/a/b/b/c", false},
+		{"/**/**/**/**/**/**/**/**/**/**/**/**/**/**/**/**/**/**/**/**/**/**/x", "/a/b/c/d/e/f/g/h/i/j/k/l/m/n/o/p", false},
+		{"/**/b/**/d", "/a/b/c/d", true},
+		{"/**", "/", true},
+		{"/a/**", "/a", true},
 	}
 	for _, n := range paths {
 		if got := matchPath(n.pat, n.p); got != n.want {

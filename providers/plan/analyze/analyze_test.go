@@ -185,6 +185,8 @@ var analyzeTests = []struct {
 	{name: "subshell cd stays", src: "(cd /etc); rm existing.txt", verdict: policy.Allow, want: []string{"fs.delete ./existing.txt"}},
 	{name: "git -C", src: "git -C /etc reset --hard", verdict: policy.Ask, want: []string{"fs.write /etc [recursive force]"}},
 	{name: "find exec sh", src: `find . -exec sh -c 'rm -rf "$1"' _ {} \;`, verdict: policy.Ask},
+	{name: "huge brace sequence", src: "rm x{1..100000000000}", verdict: policy.Ask},
+	{name: "brace bomb", src: "rm {a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}", verdict: policy.Ask},
 	{name: "symlinked dir escapes", src: "echo x > link/passwd", verdict: policy.Ask},
 }
 

@@ -206,7 +206,7 @@ func (w *walker) globEffect(e *Effect, r fsReq) {
 		}
 		return
 	}
-	matches := globMatches(e.Target)
+	matches, truncated := w.globMatches(e.Target)
 	switch {
 	case r.kind == policy.FSRead:
 		e.Reversible, e.Reason = true, "reading changes nothing"
@@ -220,7 +220,7 @@ func (w *walker) globEffect(e *Effect, r fsReq) {
 		e.Reversible, e.Reason = true, fmt.Sprintf("the pattern matches %d entries now", len(matches))
 		return
 	}
-	est := Estimate{}
+	est := Estimate{Truncated: truncated}
 	for _, m := range matches {
 		info, err := os.Lstat(m)
 		if err != nil {
@@ -257,23 +257,35 @@ func (e Estimate) String() string {
 }
 
 // globMatches expands a pattern against the disk the way bash would
-// (read-only), tolerating errors.
-func globMatches(pat string) []string {
+// (read-only). Directory reads share the analysis's walk budget; when it
+// runs out the matches found so far come back with truncated set.
+func (w *walker) globMatches(pat string) (matches []string, truncated bool) {
 	const maxMatches = 10000
-	cfg := &expand.Config{ReadDir2: os.ReadDir, NullGlob: true}
+	readDir := func(dir string) ([]fs.DirEntry, error) {
+		if w.walkBudget <= 0 {
+			truncated = true
+			return nil, errBudget
+		}
+		ents, err := os.ReadDir(dir)
+		w.walkBudget -= 1 + len(ents)
+		return ents, err
+	}
+	cfg := &expand.Config{ReadDir2: readDir, NullGlob: true}
 	word := &syntax.Word{Parts: []syntax.WordPart{&syntax.Lit{Value: pat}}}
-	var out []string
 	for m, err := range expand.FieldsSeq(cfg, word) {
 		if err != nil {
 			break
 		}
-		out = append(out, m)
-		if len(out) >= maxMatches {
+		matches = append(matches, m)
+		if len(matches) >= maxMatches {
+			truncated = true
 			break
 		}
 	}
-	return out
+	return matches, truncated
 }
+
+var errBudget = errors.New("estimate budget spent")
 
 // walkTree counts the files and bytes below root, sharing the analysis's
 // walk budget; symbolic links are counted, never followed.

@@ -24,6 +24,7 @@ const (
 	maxDepth    = 12    // nested sh -c / eval / source / function calls
 	maxLoopVals = 16    // loop items analyzed one by one
 	maxScript   = 256 << 10
+	maxFields   = 1024 // words one source word may expand to
 )
 
 type walker struct {
@@ -370,6 +371,11 @@ var errSubst = errors.New("command substitution")
 // dynamic.
 func (w *walker) fields(s *scope, word *syntax.Word) []arg {
 	w.substs(s, word)
+	if braceFields(word) > maxFields {
+		// {1..100000000} would expand to more words than any plan can
+		// show; treat it like anything else too big to know.
+		return []arg{{dyn: true, text: printWord(word)}}
+	}
 	missed := false
 	cfg := &expand.Config{
 		Env:       &scopeEnv{w: w, s: s, missed: &missed},
@@ -392,6 +398,9 @@ func (w *walker) fields(s *scope, word *syntax.Word) []arg {
 // literal expands a word to one string (assignment values, here-strings).
 func (w *walker) literal(s *scope, word *syntax.Word) (string, bool) {
 	w.substs(s, word)
+	if braceFields(word) > maxFields {
+		return "", false
+	}
 	missed := false
 	cfg := &expand.Config{
 		Env:       &scopeEnv{w: w, s: s, missed: &missed},
@@ -403,6 +412,68 @@ func (w *walker) literal(s *scope, word *syntax.Word) (string, bool) {
 		return "", false
 	}
 	return v, true
+}
+
+// braceFields is how many words brace expansion makes of word, saturated
+// just past maxFields.
+func braceFields(word *syntax.Word) int {
+	cp := *word // SplitBraces replaces the Parts slice
+	if !syntax.SplitBraces(&cp) {
+		return 1
+	}
+	return partsFields(cp.Parts)
+}
+
+func partsFields(parts []syntax.WordPart) int {
+	n := 1
+	for _, p := range parts {
+		if b, ok := p.(*syntax.BraceExp); ok {
+			n = satMul(n, braceExpFields(b))
+		}
+	}
+	return n
+}
+
+func braceExpFields(b *syntax.BraceExp) int {
+	if b.Sequence {
+		if len(b.Elems) < 2 {
+			return 1
+		}
+		from, err1 := strconv.Atoi(b.Elems[0].Lit())
+		to, err2 := strconv.Atoi(b.Elems[1].Lit())
+		if err1 != nil || err2 != nil {
+			return 256 // a letter range: at most the byte range
+		}
+		step := 1
+		if len(b.Elems) > 2 {
+			if st, err := strconv.Atoi(b.Elems[2].Lit()); err == nil && st != 0 {
+				step = max(st, -st)
+			}
+		}
+		span := to - from
+		if span < 0 {
+			span = -span
+		}
+		if span < 0 { // overflow
+			return maxFields + 1
+		}
+		return min(span/step+1, maxFields+1)
+	}
+	n := 0
+	for _, e := range b.Elems {
+		n += partsFields(e.Parts)
+		if n > maxFields {
+			return maxFields + 1
+		}
+	}
+	return n
+}
+
+func satMul(a, b int) int {
+	if a > maxFields || b > maxFields || a*b > maxFields {
+		return maxFields + 1
+	}
+	return a * b
 }
 
 // usesPWD reports an explicit $PWD in a word.
