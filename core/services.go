@@ -67,10 +67,13 @@ type ExecRequest struct {
 
 // ExecReply is an execution reply (SPEC X6).
 type ExecReply struct {
-	Ref         string          `json:"ref"`
-	URI         string          `json:"uri"`
-	OK          bool            `json:"ok"`
-	Exit        int             `json:"exit"`
+	Ref string `json:"ref"`
+	URI string `json:"uri"`
+	// OK and Exit are null while the execution runs on as a task.
+	OK   *bool `json:"ok"`
+	Exit *int  `json:"exit"`
+	// State is completed, failed, or running (it became a task).
+	State       string          `json:"state"`
 	DurationNS  int64           `json:"duration_ns"`
 	Effects     []string        `json:"effects"`
 	Preview     json.RawMessage `json:"preview,omitempty"`
