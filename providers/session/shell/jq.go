@@ -78,7 +78,7 @@ func builtinJq(c *call) error {
 	if !haveFilter {
 		return c.failf(2, "%s", jqUsage)
 	}
-	if strings.Contains(filter, "env") {
+	if strings.Contains(strings.ToLower(filter), "env") {
 		// $ENV and env read the environment: the result may hold secrets.
 		c.ru.mark(MarkSecretSource)
 	}

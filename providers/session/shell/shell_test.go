@@ -356,6 +356,7 @@ func TestSecretMarks(t *testing.T) {
 		{`cat .env`, true},
 		{`x=$(< .env)`, true},
 		{`jq -n env.HOME`, true},
+		{`jq -n '$ENV.HOME'`, true},
 		{`echo hi`, false},
 		{`env FOO=1 true`, false},
 		{`export A=1`, false},
