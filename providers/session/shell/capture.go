@@ -22,6 +22,7 @@ type capture struct {
 	tailPos   int    // next write position in tail once it is full
 	tailFull  bool
 	total     int64
+	released  bool // the run's result is built; later output is dropped
 }
 
 func newCapture(limit int) *capture {
@@ -35,6 +36,9 @@ func (c *capture) Write(p []byte) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	n := len(p)
+	if c.released {
+		return n, nil
+	}
 	c.total += int64(n)
 	if room := c.headLimit - len(c.head); room > 0 {
 		k := min(room, len(p))
@@ -74,6 +78,15 @@ func (c *capture) Write(p []byte) (int, error) {
 		c.tailPos = (c.tailPos + k) % c.tailLimit
 	}
 	return n, nil
+}
+
+// release frees the buffers once the run's result is built. Background jobs
+// of the run may still write; their output has no reader any more.
+func (c *capture) release() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.released = true
+	c.head, c.tail = nil, nil
 }
 
 // bytes returns the kept output (with an elision marker when something was

@@ -270,6 +270,8 @@ func (e *Evaluator) RunWith(ctx context.Context, src string, opts RunOptions) (*
 	e.dropHandoffs(ru)
 
 	res := ru.result(exit, before, after, e.opts.RawOutput)
+	ru.stdout.release()
+	ru.stderr.release()
 	res.Duration = time.Since(start)
 	return res, retErr
 }
