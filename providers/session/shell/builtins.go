@@ -73,7 +73,8 @@ func (c *call) deliver(v value.Value, write func(io.Writer) error) error {
 		}
 	}
 	if c.hc.Stdout == io.Writer(c.ru.stdout) {
-		c.ru.setPending(&pendingValue{v: v, write: write})
+		offset := c.hc.Pos.Offset()
+		c.ru.setPending(&pendingValue{v: v, write: write, offset: offset, siblingsFrom: c.ru.pipelineStart(offset)})
 		return nil
 	}
 	if !plain {

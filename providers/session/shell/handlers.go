@@ -20,8 +20,9 @@ func (e *Evaluator) callHandler(ctx context.Context, args []string) ([]string, e
 	if ru == nil {
 		return args, nil
 	}
-	ru.flushPending()
-	ru.head(args[0], interp.HandlerCtx(ctx).Pos.Offset())
+	offset := interp.HandlerCtx(ctx).Pos.Offset()
+	ru.flushPending(offset)
+	ru.head(args[0], offset)
 	if args[0] == "set" && len(args) == 1 {
 		ru.mark(MarkSecretSource)
 	}

@@ -38,6 +38,7 @@ type run struct {
 	ctx            context.Context
 	stdout, stderr *capture
 	mayBackground  bool     // the source has &, coproc or process substitution
+	pipes          []pipeSpan
 	declHeads      []headAt // declaration commands in the source, which interp runs without hooks
 
 	mu             sync.Mutex
@@ -60,6 +61,27 @@ type run struct {
 type pendingValue struct {
 	v     value.Value
 	write func(w io.Writer) error
+	// offset is where the builtin is in the source; commands from
+	// siblingsFrom up to it are the earlier stages of its own pipeline,
+	// which run concurrently and may start after it: they do not make it
+	// "not last".
+	offset, siblingsFrom uint
+}
+
+// pipeSpan is one pipeline in the source: where it starts and where its
+// last stage starts.
+type pipeSpan struct{ start, last, end uint }
+
+// pipelineStart returns where the pipeline whose last stage holds offset
+// starts, or offset itself when it is in no pipeline's last stage.
+func (ru *run) pipelineStart(offset uint) uint {
+	start := offset
+	for _, p := range ru.pipes {
+		if offset >= p.last && offset < p.end && p.start < start {
+			start = p.start
+		}
+	}
+	return start
 }
 
 func (e *Evaluator) newRun(file *syntax.File) *run {
@@ -88,6 +110,10 @@ func (ru *run) scan(file *syntax.File) {
 			}
 		case *syntax.ProcSubst, *syntax.CoprocClause:
 			ru.mayBackground = true
+		case *syntax.BinaryCmd:
+			if n.Op == syntax.Pipe || n.Op == syntax.PipeAll {
+				ru.pipes = append(ru.pipes, pipeSpan{start: n.Pos().Offset(), last: n.Y.Pos().Offset(), end: n.End().Offset()})
+			}
 		case *syntax.DeclClause:
 			ru.declHeads = append(ru.declHeads, headAt{name: n.Variant.Value, offset: n.Pos().Offset(), seq: -1})
 			if declDumps(n) {
@@ -185,11 +211,16 @@ func (ru *run) setPending(p *pendingValue) {
 	}
 }
 
-// flushPending writes out the candidate value: another command is about to
-// run, so the builtin was not the last command.
-func (ru *run) flushPending() {
+// flushPending writes out the candidate value: the command at offset is
+// about to run, so the builtin was not the last command — unless that
+// command is an earlier stage of the builtin's own pipeline.
+func (ru *run) flushPending(offset uint) {
 	ru.mu.Lock()
 	p := ru.pending
+	if p != nil && offset >= p.siblingsFrom && offset < p.offset {
+		ru.mu.Unlock()
+		return
+	}
 	ru.pending = nil
 	ru.mu.Unlock()
 	if p != nil {

@@ -158,6 +158,12 @@ func TestValues(t *testing.T) {
 		{`open b.json | jq .tags; echo done`, `{"$":"record","v":{"exit":{"$":"int","v":0},"stdout":{"$":"str","v":"[\"a\",\"b\"]\ndone\n"},"stderr":{"$":"str","v":""}}}`},
 		{`echo start; open b.json | jq .tags`, `{"$":"list","v":[{"$":"str","v":"a"},{"$":"str","v":"b"}]}`},
 		{`f() { open b.json | jq .x; }; f`, `{"$":"int","v":1}`},
+		// The first stage may start after the builtin at the end of its
+		// pipeline: it still is the last command.
+		{`sh -c 'exec >&-; sleep 0.01' | open b.json | jq .name`, `{"$":"str","v":"shoal"}`},
+		{`echo ignored | ls sub | jq length`, `{"$":"int","v":1}`},
+		{`for i in 1 2; do echo $i | jq .; done`, `{"$":"int","v":2}`},
+		{`for i in 1 2; do echo $i | jq .; done; true`, `{"$":"record","v":{"exit":{"$":"int","v":0},"stdout":{"$":"str","v":"1\n2\n"},"stderr":{"$":"str","v":""}}}`},
 		{`open b.json | jq -c .tags > t.json; cat t.json`, `{"$":"record","v":{"exit":{"$":"int","v":0},"stdout":{"$":"str","v":"[\"a\",\"b\"]\n"},"stderr":{"$":"str","v":""}}}`},
 		{`trap 'echo bye' EXIT; echo hi`, `{"$":"record","v":{"exit":{"$":"int","v":0},"stdout":{"$":"str","v":"hi\nbye\n"},"stderr":{"$":"str","v":""}}}`},
 	}
