@@ -37,7 +37,7 @@ type run struct {
 	e              *Evaluator
 	ctx            context.Context
 	stdout, stderr *capture
-	mayBackground  bool     // the source has &, coproc or process substitution
+	mayBackground  bool // the source has &, coproc or process substitution
 	pipes          []pipeSpan
 	declHeads      []headAt // declaration commands in the source, which interp runs without hooks
 
