@@ -272,10 +272,16 @@ func (r *Router) Read(ctx context.Context, c *Caller, u *uri.URI, o ReadOptions)
 		display = u.String()
 	}
 	if content.Value == nil {
+		record := content.Record
 		if hasPath || hasSlice {
-			return nil, rpc.Errorf(rpc.InvalidParams, "%s is a kernel record, not a value: path and slice apply to values (shoal://out/N, shoal://val/…, shoal://task/N/out)", u.Path())
+			// A kernel record stays plain JSON, but its parts can be
+			// addressed the same way as a value's (the $elided markers of
+			// a cut record name such paths and slices).
+			if record, err = selectPlain(record, path, hasPath, sl, hasSlice); err != nil {
+				return nil, err
+			}
 		}
-		structured, text, err := render.Record(content.Record, render.TextLimit)
+		structured, text, err := render.Record(record, render.TextLimit)
 		if err != nil {
 			return nil, err
 		}
@@ -350,4 +356,27 @@ func clipText(s string, limit int) string {
 		cut--
 	}
 	return s[:cut] + note
+}
+
+// selectPlain applies path and slice to a plain JSON record.
+func selectPlain(record any, path value.Path, hasPath bool, sl value.Slice, hasSlice bool) (any, error) {
+	raw, err := json.Marshal(record)
+	if err != nil {
+		return nil, rpc.Errorf(rpc.Internal, "encode record: %v", err)
+	}
+	v, err := value.FromPlainJSON(raw)
+	if err != nil {
+		return nil, err
+	}
+	if hasPath {
+		if v, err = path.Eval(v); err != nil {
+			return nil, err
+		}
+	}
+	if hasSlice {
+		if v, err = value.ApplySlice(v, sl); err != nil {
+			return nil, err
+		}
+	}
+	return value.ToPlain(v), nil
 }

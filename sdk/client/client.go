@@ -213,10 +213,12 @@ type ExecOptions struct {
 
 // ExecReply is the answer of exec.
 type ExecReply struct {
-	Ref         string          `json:"ref"`
-	URI         string          `json:"uri"`
-	OK          bool            `json:"ok"`
-	Exit        int             `json:"exit"`
+	Ref string `json:"ref"`
+	URI string `json:"uri"`
+	// OK and Exit are nil while the execution runs on as a task.
+	OK          *bool           `json:"ok"`
+	Exit        *int            `json:"exit"`
+	State       string          `json:"state"`
 	DurationNS  int64           `json:"duration_ns"`
 	Effects     []string        `json:"effects"`
 	Preview     json.RawMessage `json:"preview"`

@@ -1,0 +1,40 @@
+// Package boot assembles a kernel from the built-in providers and the
+// WebAssembly plugin host. Both binaries (shoal and shoal-mcp) start
+// kernels through it, so a background kernel started by the facade is the
+// same kernel `shoal kernel` runs.
+package boot
+
+import (
+	"log/slog"
+
+	"github.com/shoal-sh/shoal/core"
+	"github.com/shoal-sh/shoal/core/bus"
+	"github.com/shoal-sh/shoal/core/kernel"
+	"github.com/shoal-sh/shoal/plugins"
+	"github.com/shoal-sh/shoal/providers/all"
+)
+
+// NewKernel builds a kernel with every built-in family and the plugins of
+// the configured folders.
+func NewKernel(opts kernel.Options) (*kernel.Kernel, error) {
+	opts.LoadPlugins = loadPlugins
+	opts.Order = all.Order()
+	return kernel.New(opts, all.Providers()...)
+}
+
+type pluginHost struct{ s *plugins.Set }
+
+func (h pluginHost) Providers() []core.Provider { return h.s.Providers() }
+func (h pluginHost) Validator(name string) (bus.Validator, bool) {
+	return h.s.Validator(name)
+}
+func (h pluginHost) Status() any  { return h.s.Status() }
+func (h pluginHost) Close() error { return h.s.Close() }
+
+func loadPlugins(cfg *core.Config, dirs, reserved []string, cacheDir string, log *slog.Logger) (kernel.PluginHost, error) {
+	s, err := plugins.Load(dirs, cfg, cacheDir, log, reserved...)
+	if err != nil {
+		return nil, err
+	}
+	return pluginHost{s}, nil
+}

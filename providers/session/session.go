@@ -1,0 +1,487 @@
+// Package session owns the named sessions' evaluators: the exec method,
+// the Executor service plans apply through, and the session views
+// shoal://session/cwd, env and reef.
+//
+// Each session has one evaluator (providers/session/shell). Foreground
+// executions of a session run one at a time; an execution that passes its
+// timeout_ms becomes a task and the session is free again, and a
+// background execution is a task from the start. A task runs on its own
+// copy of the session state: its cd and variables stay in the task.
+package session
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/shoal-sh/shoal/core"
+	"github.com/shoal-sh/shoal/core/bus"
+	"github.com/shoal-sh/shoal/core/render"
+	"github.com/shoal-sh/shoal/core/rpc"
+	"github.com/shoal-sh/shoal/core/uri"
+	"github.com/shoal-sh/shoal/core/value"
+	"github.com/shoal-sh/shoal/providers/out"
+	"github.com/shoal-sh/shoal/providers/session/shell"
+	"github.com/shoal-sh/shoal/providers/task"
+)
+
+// ServiceSessions names the provider itself as a service (cwd of a
+// session, for session.attach and the PTY provider).
+const ServiceSessions = "sessions"
+
+// ServicePolicyCheck names the PolicyCheck service offered by the plan
+// provider.
+const ServicePolicyCheck = "policy-check"
+
+// PolicyCheck decides whether source may run without a plan. It returns
+// nil when the verdict is allow, and a POLICY_REFUSED error naming the
+// reasons otherwise.
+type PolicyCheck interface {
+	CheckExec(ctx context.Context, c *core.Caller, source, cwd string) error
+}
+
+// Views served under shoal://session/{view}.
+var Views = []string{"cwd", "env", "reef"}
+
+// Preview bounds: the reply and the render event carry a small preview.
+const (
+	previewLimit = 8 << 10
+	previewText  = 4 << 10
+)
+
+// Provider serves sessions.
+type Provider struct {
+	host  *core.Host
+	bus   *bus.Bus
+	trans *out.Transcript
+	tasks *task.Registry
+
+	mu       sync.Mutex
+	sessions map[string]*sess
+	closed   bool
+}
+
+type sess struct {
+	name string
+	ev   *shell.Evaluator
+}
+
+var (
+	_ core.Provider        = (*Provider)(nil)
+	_ core.Provisioner     = (*Provider)(nil)
+	_ core.MethodProvider  = (*Provider)(nil)
+	_ core.SessionObserver = (*Provider)(nil)
+	_ core.Closer          = (*Provider)(nil)
+	_ core.Executor        = (*Provider)(nil)
+)
+
+// New returns the session provider.
+func New() *Provider { return &Provider{sessions: map[string]*sess{}} }
+
+// Family implements core.Provider.
+func (*Provider) Family() string { return "session" }
+
+// Provision implements core.Provisioner.
+func (p *Provider) Provision(h *core.Host) error {
+	p.host, p.bus = h, h.Bus
+	var err error
+	if p.trans, err = core.Lookup[*out.Transcript](h, out.ServiceTranscript); err != nil {
+		return err
+	}
+	if p.tasks, err = core.Lookup[*task.Registry](h, task.ServiceTasks); err != nil {
+		return err
+	}
+	h.Provide(core.ServiceExecutor, core.Executor(p))
+	h.Provide(ServiceSessions, p)
+	return nil
+}
+
+// Templates implements core.Provider.
+func (*Provider) Templates() []core.Template {
+	return []core.Template{{
+		URITemplate: "shoal://session/{view}",
+		Name:        "session view",
+		Description: "Live session state: cwd (working directory now), env (exported variable names; values only with the EnvRead grant), reef (the active reef.toml scope and whether each declared tool resolves).",
+		MimeType:    "application/json",
+	}}
+}
+
+// List implements core.Provider: the three session roots.
+func (*Provider) List(context.Context, *core.Caller) ([]core.Resource, error) {
+	return []core.Resource{
+		{URI: "shoal://session/cwd", Name: "cwd", Root: true, MimeType: "application/json", Description: "The session's current working directory, read live."},
+		{URI: "shoal://session/env", Name: "env", Root: true, MimeType: "application/json", Description: "The session's exported environment: names, and values only with the EnvRead grant."},
+		{URI: "shoal://session/reef", Name: "reef", Root: true, MimeType: "application/json", Description: "The active Reef scope (nearest reef.toml and reef.lock) and where each declared tool resolves."},
+	}, nil
+}
+
+// session returns (creating on first use) a session's evaluator.
+func (p *Provider) session(name string) (*sess, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil, rpc.Errorf(rpc.Unavailable, "the kernel is stopping")
+	}
+	if s := p.sessions[name]; s != nil {
+		return s, nil
+	}
+	wd, _ := os.Getwd()
+	s := &sess{name: name}
+	ev, err := shell.New(shell.Options{
+		Dir:       wd,
+		Emit:      p.emit,
+		NextEvent: p.nextEvent,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("start evaluator: %w", err)
+	}
+	s.ev = ev
+	p.sessions[name] = s
+	return s, nil
+}
+
+// emit is the language→wire bridge: the evaluator's emit builtin. The
+// same user.* rules, declarations and validators apply as to a client's
+// events.publish.
+func (p *Provider) emit(_ context.Context, channel string, payload json.RawMessage) (uint64, error) {
+	ev, err := p.bus.PublishClient(channel, payload)
+	if err != nil {
+		return 0, err
+	}
+	return ev.Seq, nil
+}
+
+// nextEvent is the wire→language bridge: a script waits for the next
+// event on a channel after a cursor.
+func (p *Provider) nextEvent(ctx context.Context, channel string, since *uint64) (uint64, json.RawMessage, error) {
+	got := make(chan bus.Event, 1)
+	sub, err := p.bus.Subscribe(channel, func(ev bus.Event) error {
+		select {
+		case got <- ev:
+		default:
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, nil, err
+	}
+	defer sub.Close()
+	// Events already retained after the cursor come first.
+	if since != nil {
+		if r, err := p.bus.Read(channel, since, 1); err == nil && len(r.Events) > 0 {
+			r2, _ := p.bus.Read(channel, since, bus.MaxReadLimit)
+			ev := r2.Events[0]
+			return ev.Seq, ev.Payload, nil
+		}
+	}
+	for {
+		select {
+		case ev := <-got:
+			if since != nil && ev.Seq <= *since {
+				continue
+			}
+			if isDropMarker(ev.Payload) {
+				continue
+			}
+			return ev.Seq, ev.Payload, nil
+		case <-ctx.Done():
+			return 0, nil, ctx.Err()
+		}
+	}
+}
+
+func isDropMarker(p json.RawMessage) bool {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(p, &m) != nil || len(m) != 2 {
+		return false
+	}
+	_, a := m["dropped"]
+	_, b := m["latest_seq"]
+	return a && b
+}
+
+// Cwd is the session's live working directory.
+func (p *Provider) Cwd(session string) string {
+	s, err := p.session(session)
+	if err != nil {
+		wd, _ := os.Getwd()
+		return wd
+	}
+	return s.ev.Cwd()
+}
+
+type execParams struct {
+	Source     string `json:"source"`
+	TimeoutMS  int64  `json:"timeout_ms"`
+	Background bool   `json:"background"`
+}
+
+// Methods implements core.MethodProvider.
+func (p *Provider) Methods() map[string]core.Method {
+	return map[string]core.Method{
+		"exec": func(ctx context.Context, c *core.Caller, raw json.RawMessage) (any, error) {
+			var ep execParams
+			if err := decode(raw, &ep); err != nil {
+				return nil, err
+			}
+			return p.Exec(ctx, c, core.ExecRequest{Source: ep.Source, TimeoutMS: ep.TimeoutMS, Background: ep.Background})
+		},
+	}
+}
+
+func decode(raw json.RawMessage, v any) error {
+	if len(raw) == 0 {
+		return rpc.Errorf(rpc.InvalidParams, "params are required, e.g. {\"source\": \"ls\"}")
+	}
+	dec := json.NewDecoder(strings.NewReader(string(raw)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return rpc.Errorf(rpc.InvalidParams, "bad params: %v", err)
+	}
+	return nil
+}
+
+// Exec implements core.Executor: it runs source in the caller's session.
+func (p *Provider) Exec(ctx context.Context, c *core.Caller, req core.ExecRequest) (*core.ExecReply, error) {
+	if strings.TrimSpace(req.Source) == "" {
+		return nil, rpc.Errorf(rpc.InvalidParams, "source is empty: give shell source such as \"ls -la\"")
+	}
+	if req.TimeoutMS < 0 {
+		return nil, rpc.Errorf(rpc.InvalidParams, "timeout_ms must be positive (milliseconds after which the execution becomes a task)")
+	}
+	if req.Kind == "" {
+		req.Kind = "exec"
+	}
+	s, err := p.session(c.Session)
+	if err != nil {
+		return nil, err
+	}
+	if !req.SkipPolicy {
+		if pc, err := core.Lookup[PolicyCheck](p.host, ServicePolicyCheck); err == nil {
+			if err := pc.CheckExec(ctx, c, req.Source, s.ev.Cwd()); err != nil {
+				return nil, err
+			}
+		}
+	}
+	entry, err := p.trans.Reserve(c.Session)
+	if err != nil {
+		return nil, err
+	}
+	// The run outlives this request when it becomes a task, so it gets its
+	// own context; cancelling the task (or closing the session) ends it.
+	runCtx, cancel := context.WithCancel(context.Background())
+	detach := make(chan struct{})
+	done := make(chan *shell.Result, 1)
+	started := time.Now()
+
+	if req.Background {
+		close(detach) // a task from the start
+	}
+	// The evaluator takes foreground runs in turn; a detached run gives
+	// the session back at once.
+	go func() {
+		res, err := s.ev.RunWith(runCtx, req.Source, shell.RunOptions{Detach: detach})
+		if err != nil {
+			res = &shell.Result{Exit: 1, Stderr: err.Error(), Value: value.NewRecord(
+				value.F("exit", value.Int(1)), value.F("stdout", value.Str("")), value.F("stderr", value.Str(err.Error())))}
+		}
+		done <- res
+	}()
+
+	var timeout <-chan time.Time
+	if req.TimeoutMS > 0 && !req.Background {
+		t := time.NewTimer(time.Duration(req.TimeoutMS) * time.Millisecond)
+		defer t.Stop()
+		timeout = t.C
+	}
+	if req.Background {
+		return p.becomeTask(c, req, entry, cancel, done, started), nil
+	}
+	select {
+	case res := <-done:
+		defer cancel()
+		return p.finish(ctx, c, req, entry, res)
+	case <-timeout:
+		close(detach)
+		return p.becomeTask(c, req, entry, cancel, done, started), nil
+	}
+}
+
+// becomeTask hands a running execution to the task registry; the reply
+// names the task and the out:N its value will have.
+func (p *Provider) becomeTask(c *core.Caller, req core.ExecRequest, entry out.Entry, cancel context.CancelFunc, done chan *shell.Result, started time.Time) *core.ExecReply {
+	t := p.tasks.Begin(c.Session, c.Principal, req.Source, cancel, started)
+	rec := t.Record()
+	go func() {
+		defer cancel()
+		res := <-done
+		reply, err := p.finish(context.Background(), c, req, entry, res)
+		o := task.Outcome{Exit: res.Exit, Err: err}
+		if reply != nil {
+			o.ResultRef, o.ValRef = reply.Ref, reply.ValRef
+		}
+		p.tasks.Finish(t, o)
+	}()
+	return &core.ExecReply{Ref: entry.Ref, URI: entry.URI, State: "running", Task: rec.Task, TaskURI: rec.URI, Effects: []string{}}
+}
+
+// finish records the value, journals the execution, publishes the
+// preview and builds the reply.
+func (p *Provider) finish(ctx context.Context, c *core.Caller, req core.ExecRequest, entry out.Entry, res *shell.Result) (*core.ExecReply, error) {
+	v := res.Value
+	if v == nil {
+		v = value.Null{}
+	}
+	e, err := p.trans.Fill(c.Session, entry.N, v, res.Marks)
+	if err != nil {
+		return nil, err
+	}
+	kinds := effectKinds(res.Effects)
+	ok, exit := res.Exit == 0, res.Exit
+	state := "completed"
+	if !ok {
+		state = "failed"
+	}
+	row := core.JournalRow{Session: c.Session, Principal: c.Principal, Kind: req.Kind, Head: res.Head(), Source: req.Source,
+		Effects: kinds, OK: ok, Exit: exit, Ref: e.Ref, DurationNS: res.Duration.Nanoseconds(), Transcript: true}
+	if j, err := core.Lookup[core.Journal](p.host, core.ServiceJournal); err == nil {
+		if _, err := j.Append(ctx, row); err != nil {
+			return nil, rpc.Errorf(rpc.Internal, "journal the execution: %v (its value is %s)", err, e.Ref)
+		}
+	}
+	preview, text := p.preview(v, res.Marks)
+	reply := &core.ExecReply{Ref: e.Ref, URI: e.URI, OK: &ok, Exit: &exit, State: state, DurationNS: res.Duration.Nanoseconds(),
+		Effects: kinds, Preview: preview, PreviewText: text, ValRef: e.ValRef, Marks: res.Marks}
+	ev := map[string]any{"session": c.Session, "principal": c.Principal, "ref": e.Ref, "ok": ok, "exit": exit, "head": res.Head(), "preview": text}
+	if raw, err := json.Marshal(ev); err == nil {
+		_, _ = p.bus.Publish(bus.ChannelRender, raw)
+	}
+	return reply, nil
+}
+
+// preview is the bounded preview of a value. A value marked as coming
+// from an environment dump or a .env file is not shown: the reply says
+// where to read it instead, so secrets never reach previews or events.
+func (p *Provider) preview(v value.Value, marks []string) (json.RawMessage, string) {
+	for _, m := range marks {
+		if m == shell.MarkSecretSource {
+			msg := "«secret-source: this value came from an environment dump or a .env file; it is not previewed. Read the ref to see it.»"
+			raw, _ := value.Marshal(value.Str(msg))
+			return raw, msg
+		}
+	}
+	structured, _, _, err := render.JSON(v, render.Budget{MaxRows: 20, MaxItems: 20, MaxString: 2048}, previewLimit)
+	if err != nil {
+		return nil, ""
+	}
+	return structured, render.Render(v, previewText)
+}
+
+func effectKinds(es []shell.Effect) []string {
+	seen := map[string]bool{}
+	out := []string{}
+	for _, e := range es {
+		if !seen[e.Kind] {
+			seen[e.Kind] = true
+			out = append(out, e.Kind)
+		}
+	}
+	return out
+}
+
+// Read implements core.Provider: the session views.
+func (p *Provider) Read(_ context.Context, c *core.Caller, u *uri.URI) (*core.Content, error) {
+	if len(u.Segments) != 1 {
+		return nil, rpc.Errorf(rpc.NotFound, "session views are shoal://session/cwd, shoal://session/env and shoal://session/reef")
+	}
+	s, err := p.session(c.Session)
+	if err != nil {
+		return nil, err
+	}
+	switch view := u.Segments[0]; view {
+	case "cwd":
+		return &core.Content{Record: map[string]any{"session": c.Session, "cwd": s.ev.Cwd()}}, nil
+	case "env":
+		return &core.Content{Record: envView(c, s.ev.Env())}, nil
+	case "reef":
+		pathEnv := ""
+		for _, e := range s.ev.Env() {
+			if e.Name == "PATH" {
+				pathEnv = e.Value
+			}
+		}
+		return &core.Content{Record: reefView(s.ev.Cwd(), pathEnv)}, nil
+	default:
+		return nil, rpc.Errorf(rpc.NotFound, "no session view %q; the views are cwd, env and reef (shoal://session/{view})", view)
+	}
+}
+
+// GrantEnvRead is the grant that shows environment values.
+const GrantEnvRead = "EnvRead"
+
+func envView(c *core.Caller, env []shell.EnvVar) map[string]any {
+	sort.Slice(env, func(i, j int) bool { return env[i].Name < env[j].Name })
+	granted := c.Grants.Has(GrantEnvRead)
+	vars := make([]map[string]any, 0, len(env))
+	for _, e := range env {
+		m := map[string]any{"name": e.Name}
+		if granted {
+			m["value"] = e.Value
+		}
+		vars = append(vars, m)
+	}
+	out := map[string]any{"session": c.Session, "count": len(env), "values_granted": granted, "vars": vars}
+	if !granted {
+		out["values"] = "not granted: values need the EnvRead grant in policy.toml ([grants]); names only"
+	}
+	return out
+}
+
+// SessionClosed implements core.SessionObserver: the evaluator and every
+// process it started end.
+func (p *Provider) SessionClosed(name string) {
+	p.mu.Lock()
+	s := p.sessions[name]
+	delete(p.sessions, name)
+	p.mu.Unlock()
+	if s != nil {
+		s.ev.Close()
+	}
+}
+
+// Close implements core.Closer.
+func (p *Provider) Close() error {
+	p.mu.Lock()
+	p.closed = true
+	all := p.sessions
+	p.sessions = map[string]*sess{}
+	p.mu.Unlock()
+	var errs []error
+	for _, s := range all {
+		if err := s.ev.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("session %s: %w", s.name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Sessions lists the sessions with an evaluator.
+func (p *Provider) Sessions() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]string, 0, len(p.sessions))
+	for n := range p.sessions {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+var _ = strconv.Itoa
