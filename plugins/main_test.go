@@ -3,6 +3,7 @@ package plugins
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"strings"
@@ -174,3 +175,5 @@ func patient(names ...string) *core.Config {
 	}
 	return cfg
 }
+
+func sprintf(format string, args ...any) string { return fmt.Sprintf(format, args...) }

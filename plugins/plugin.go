@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -93,15 +94,14 @@ func (s *Set) loadPlugin(ctx context.Context, dir string, man *Manifest, grant c
 		return nil, fmt.Errorf("wasi: %w", err)
 	}
 	if p.compiled, err = p.runtime.CompileModule(ctx, bin); err != nil {
-		return nil, fmt.Errorf("compile %s: %v", man.Module, firstLine(err))
+		msg := firstLine(err)
+		if strings.Contains(msg, "over limit") {
+			msg += fmt.Sprintf(": the module needs more memory at start than its %d MiB limit (limits.memory_mb)", p.limits.MemoryMB)
+		}
+		return nil, fmt.Errorf("compile %s: %s", man.Module, msg)
 	}
 	if err = checkModule(p.compiled, man.Kind); err != nil {
 		return nil, fmt.Errorf("%s: %w", man.Module, err)
-	}
-	for _, m := range p.compiled.ExportedMemories() {
-		if need := m.Min(); need > uint32(p.limits.MemoryMB)*16 {
-			return nil, fmt.Errorf("%s needs %d MiB of memory at start, above its %d MiB limit", man.Module, (need+15)/16, p.limits.MemoryMB)
-		}
 	}
 	p.modCfg = p.moduleConfig()
 
