@@ -54,7 +54,8 @@ func (x *fakeExecutor) Exec(_ context.Context, c *core.Caller, req core.ExecRequ
 	}
 	x.reqs = append(x.reqs, req)
 	n := len(x.reqs)
-	return &core.ExecReply{Ref: "out:" + string(rune('0'+n)), URI: "shoal://out/" + string(rune('0'+n)), OK: true}, nil
+	ok, exit := true, 0
+	return &core.ExecReply{Ref: "out:" + string(rune('0'+n)), URI: "shoal://out/" + string(rune('0'+n)), OK: &ok, Exit: &exit, State: "completed"}, nil
 }
 
 func (x *fakeExecutor) count() int {
