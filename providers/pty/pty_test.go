@@ -149,7 +149,7 @@ func TestTerminalQueries(t *testing.T) {
 	m := newManager(t)
 	script := `stty raw -echo; printf '\033[?1049h\033[2J\033[3;5HMID\033[6n'; ` +
 		`r=$(dd bs=1 count=6 2>/dev/null | od -An -c | tr -s ' '); ` +
-		`printf '\033[5;1HGOT%s' "$r"; printf '\033]2;my title\007'; stty sane; sleep 100`
+		`printf '\033]2;my title\007\033[5;1HGOT%s' "$r"; stty sane; sleep 100`
 	s := open(t, m, alice, OpenOptions{Command: script, Cols: 40, Rows: 8})
 	s = waitFor(t, m, alice, s.PTY, `GOT 033 \[ 3 ; 8 R`)
 	if s.Lines[2] != "    MID" || !s.AltScreen || s.Title != "my title" {
@@ -522,13 +522,14 @@ func TestMethodsAndProvider(t *testing.T) {
 		t.Errorf("journal row %+v", row)
 	}
 
-	for _, id := range []string{`"pty:1"`, `"1"`, `1`} {
-		if _, err := call(t, m, alice, "pty.write", `{"pty":`+id+`,"input":"hi","keys":["Enter"],"settle_ms":0}`); err != nil {
+	for i, id := range []string{`"pty:1"`, `"1"`, `1`} {
+		if _, err := call(t, m, alice, "pty.write", `{"pty":`+id+`,"input":"hi`+strconv.Itoa(i)+`","keys":["Enter"],"settle_ms":0}`); err != nil {
 			t.Fatalf("pty.write with id %s: %v", id, err)
 		}
+		// The terminal's echo, then cat's copy.
+		waitFor(t, m, alice, "pty:1", fmt.Sprintf(`(?m)^hi%d\nhi%d$`, i, i))
 	}
-	waitFor(t, m, alice, "pty:1", `^(hi\n){5}hi$`)
-	if raw, err = call(t, m, alice, "pty.read", `{"pty":"pty:1"}`); err != nil || !strings.Contains(string(raw), `"lines":["hi","hi"`) {
+	if raw, err = call(t, m, alice, "pty.read", `{"pty":"pty:1"}`); err != nil || !strings.Contains(string(raw), `"lines":["hi0","hi0","hi1"`) {
 		t.Errorf("pty.read: %s %v", raw, err)
 	}
 	if raw, err = call(t, m, alice, "pty.wait", `{"pty":"pty:1","pattern":"hi","timeout_ms":60000}`); err != nil {
@@ -561,7 +562,7 @@ func TestMethodsAndProvider(t *testing.T) {
 		want string
 	}{
 		{"shoal://pty", 0, `{"ptys":[{"pty":"pty:1"`},
-		{"shoal://pty/1", 0, `{"pty":"pty:1","uri":"shoal://pty/1","command":"FOO=1 cat -u","lines":["hi"`},
+		{"shoal://pty/1", 0, `{"pty":"pty:1","uri":"shoal://pty/1","command":"FOO=1 cat -u","lines":["hi0"`},
 		{"shoal://pty/pty:1", 0, `"pty":"pty:1"`},
 		{"shoal://pty/7", rpc.UnknownPTY, ""},
 		{"shoal://pty/1/x", rpc.NotFound, ""},
