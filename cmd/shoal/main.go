@@ -38,7 +38,7 @@ Usage:
   shoal get TARGET [--path P] [--slice A..B] [--format json|render|raw]
   shoal events tail CHANNEL [--since N] [--cursor FILE] [--no-follow]
   shoal publish CHANNEL JSON
-  shoal journal [--principal P] [--head H] [--ok true|false] [--since NS] [--until NS] [--effects a,b] [--limit N]
+  shoal journal [--by PRINCIPAL] [--head H] [--ok true|false] [--since NS] [--until NS] [--effects a,b] [--limit N]
   shoal plan create SOURCE... | get REF | list | approve REF [--reason R] | reject REF [--reason R] | apply REF
   shoal plugin list
   shoal status
@@ -235,7 +235,9 @@ func runClient(cmd string, args []string, stdout, stderr io.Writer) error {
 		slice = cf.fs.String("slice", "", "slice a..b")
 		format = cf.fs.String("format", "", "json, render or raw")
 	case "journal":
-		for _, k := range []string{"principal", "head", "ok", "since", "until", "effects"} {
+		// --principal is who the client acts as; --by filters rows.
+		jq["principal"] = cf.fs.String("by", "", "only rows of this principal")
+		for _, k := range []string{"head", "ok", "since", "until", "effects"} {
 			jq[k] = cf.fs.String(k, "", "filter by "+k)
 		}
 		limit = cf.fs.Int("limit", 0, "rows (default 100)")
@@ -245,8 +247,6 @@ func runClient(cmd string, args []string, stdout, stderr io.Writer) error {
 	default:
 		return usageErr("unknown command %q", cmd)
 	}
-	// journal's --principal filter shares the name with the client flag:
-	// the filter wins, and the client acts as its default principal.
 	pos, err := cf.parse(args)
 	if err != nil {
 		return err

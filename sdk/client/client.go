@@ -139,13 +139,6 @@ func Dial(ctx context.Context, o Options) (*Client, error) {
 	if o.StateDir == "" {
 		o.StateDir = DefaultStateDir()
 	}
-	if o.Token == "" {
-		b, err := os.ReadFile(filepath.Join(o.StateDir, "token"))
-		if err != nil {
-			return nil, fmt.Errorf("read kernel token: %w (is a kernel running on %s?)", err, o.StateDir)
-		}
-		o.Token = strings.TrimSpace(string(b))
-	}
 	if o.DialTimeout == 0 {
 		o.DialTimeout = 2 * time.Second
 	}
@@ -153,6 +146,14 @@ func Dial(ctx context.Context, o Options) (*Client, error) {
 	nc, err := d.DialContext(ctx, "unix", o.SocketPath())
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrNoKernel, o.SocketPath(), err)
+	}
+	if o.Token == "" {
+		b, err := os.ReadFile(filepath.Join(o.StateDir, "token"))
+		if err != nil {
+			nc.Close()
+			return nil, fmt.Errorf("read kernel token: %w (a kernel answers on %s; is its state dir %s?)", err, o.SocketPath(), o.StateDir)
+		}
+		o.Token = strings.TrimSpace(string(b))
 	}
 	return attach(ctx, nc, o)
 }
