@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -326,7 +327,7 @@ func fdCount(t *testing.T) int {
 // no process, no file descriptor.
 func TestOpenCloseCycles(t *testing.T) {
 	m := newManager(t)
-	before := fdCount(t)
+	before, goroutines := fdCount(t), runtime.NumGoroutine()
 	bgRe := regexp.MustCompile(`BG=(\d+)`)
 	for i := range 50 {
 		cmd := `sleep 1000 & echo BG=$!; exec sleep 1000`
@@ -359,6 +360,9 @@ func TestOpenCloseCycles(t *testing.T) {
 	}
 	if after := fdCount(t); after != before {
 		t.Errorf("file descriptors: %d before, %d after 50 cycles", before, after)
+	}
+	if after := runtime.NumGoroutine(); after > goroutines {
+		t.Errorf("goroutines: %d before, %d after 50 cycles", goroutines, after)
 	}
 }
 

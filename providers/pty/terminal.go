@@ -193,7 +193,7 @@ func start(cmd *exec.Cmd, cols, rows int) (*terminal, error) {
 		// Called from inside emu.Write, under t.mu.
 		Title: func(s string) { t.title = s },
 	})
-	t.wg.Add(3)
+	t.wg.Add(4)
 	go t.pump()
 	go t.answer()
 	go t.feed()
@@ -287,6 +287,7 @@ func (t *terminal) feed() {
 }
 
 func (t *terminal) watch() {
+	defer t.wg.Done()
 	st, reaped := awaitExit(t.cmd)
 	t.mu.Lock()
 	t.status = &st
