@@ -21,6 +21,8 @@ import (
 	"sync"
 	"time"
 
+	"mvdan.cc/sh/v3/syntax"
+
 	"github.com/shoal-sh/shoal/core"
 	"github.com/shoal-sh/shoal/core/policy"
 	"github.com/shoal-sh/shoal/core/rpc"
@@ -46,6 +48,14 @@ type SessionCwd interface {
 // every variable as unknown (which makes such targets dynamic, so ask).
 type SessionVars interface {
 	Var(session, name string) (string, bool)
+}
+
+// SessionFuncs is optionally implemented by the sessions service: with it
+// a call to a function defined by an earlier execution is analyzed as its
+// body. Without it a command name that is no program on PATH is treated
+// as unknown code (dynamic, so ask).
+type SessionFuncs interface {
+	Func(session, name string) (*syntax.Stmt, bool)
 }
 
 // Approval states.
@@ -336,6 +346,10 @@ func (p *Provider) scope(c *core.Caller, cwd string) (analyze.Env, policy.Decide
 			if h, ok := sv.Var(session, "HOME"); ok && filepath.IsAbs(h) {
 				env.Home = h
 			}
+		}
+		if sf, err := core.Lookup[SessionFuncs](p.host, serviceSessions); err == nil {
+			session := c.Session
+			env.Func = func(name string) (*syntax.Stmt, bool) { return sf.Func(session, name) }
 		}
 	}
 	return env, policy.DecideContext{Cwd: realDir(env.Cwd), Home: realDir(env.Home)}

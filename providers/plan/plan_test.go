@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"mvdan.cc/sh/v3/syntax"
+
 	"github.com/shoal-sh/shoal/core"
 	"github.com/shoal-sh/shoal/core/bus"
 	"github.com/shoal-sh/shoal/core/policy"
@@ -622,5 +624,50 @@ func TestEvictionKeepsLivePlans(t *testing.T) {
 	list, _ := r.call(t, a, "plan.list", map[string]string{})
 	if n := len(list.(map[string]any)["plans"].([]Record)); n != 9 {
 		t.Fatalf("%d plans kept, want 9", n)
+	}
+}
+
+// fullSessions also resolves variables and functions, as the sessions
+// service may.
+type fullSessions struct {
+	*fakeSessions
+	vars  map[string]string
+	funcs map[string]*syntax.Stmt
+}
+
+func (s fullSessions) Var(_, name string) (string, bool) { v, ok := s.vars[name]; return v, ok }
+func (s fullSessions) Func(_, name string) (*syntax.Stmt, bool) {
+	f, ok := s.funcs[name]
+	return f, ok
+}
+
+func TestSessionVarsAndFuncs(t *testing.T) {
+	dir := t.TempDir()
+	f, err := syntax.NewParser().Parse(strings.NewReader("wipe() { rm -rf \"$1\"; }"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ss := fullSessions{
+		fakeSessions: &fakeSessions{cwd: map[string]string{"main": dir}},
+		vars:         map[string]string{"TARGET": filepath.Join(dir, "x"), "HOME": dir},
+		funcs:        map[string]*syntax.Stmt{"wipe": f.Stmts[0].Cmd.(*syntax.FuncDecl).Body},
+	}
+	h := &core.Host{StateDir: dir}
+	h.Provide(serviceSessions, ss)
+	p := New()
+	if err := p.Provision(h); err != nil {
+		t.Fatal(err)
+	}
+	a := &core.Caller{Session: "main", Principal: "agent:a"}
+	rec, err := p.Create(context.Background(), a, `echo hi > "$TARGET"`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.EffectDetails[0].Target != filepath.Join(dir, "x") || rec.Verdict != policy.Allow {
+		t.Fatalf("variable not resolved: %+v", rec)
+	}
+	// HOME comes from the session: wiping it is the catastrophe rule.
+	if rec, err = p.Create(context.Background(), a, "wipe ~"); err != nil || rec.Verdict != policy.Deny {
+		t.Fatalf("session function: %+v %v", rec, err)
 	}
 }

@@ -42,7 +42,9 @@ type Env struct {
 	Lookup func(name string) (string, bool)
 	// Func returns the body of a shell function defined by an earlier
 	// execution in the session, so a call to it is analyzed rather than
-	// taken for an unknown program. Nil means no such functions.
+	// taken for an unknown program. When Func is nil the analyzer cannot
+	// tell a function from a typo, and a command that is neither known, a
+	// builtin nor a program on PATH becomes a dynamic effect.
 	Func func(name string) (*syntax.Stmt, bool)
 	// WalkCap bounds how many directory entries estimates may visit over
 	// the whole analysis (default [DefaultWalkCap]). Past it, or past

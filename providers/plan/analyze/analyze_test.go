@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"mvdan.cc/sh/v3/syntax"
+
 	"github.com/shoal-sh/shoal/core/policy"
 )
 
@@ -42,7 +44,14 @@ func fixture(t testing.TB) Env {
 	if err := os.Chmod(filepath.Join(cwd, "script.sh"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	vars := map[string]string{"DIR_KNOWN": filepath.Join(cwd, "build"), "EDITOR": "vi"}
+	bin := filepath.Join(home, "bin")
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(bin, "sh-on-path-probe"), []byte("\x7fELF"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	vars := map[string]string{"DIR_KNOWN": filepath.Join(cwd, "build"), "EDITOR": "vi", "PATH": bin}
 	return Env{Cwd: cwd, Home: home, Lookup: func(n string) (string, bool) { v, ok := vars[n]; return v, ok }}
 }
 
@@ -174,7 +183,8 @@ var analyzeTests = []struct {
 	{name: "recursive glob", src: "rm -rf build/*", verdict: policy.Ask, files: 3, bytes: 60},
 	{name: "brace expansion", src: "rm {existing,other}.txt", verdict: policy.Allow, want: []string{"fs.delete ./existing.txt", "fs.delete ./other.txt"}},
 	{name: "unset", src: "unset FOO", verdict: policy.Allow, want: []string{"env.write FOO"}},
-	{name: "unknown tool", src: "frobnicate --all", verdict: policy.Allow, want: []string{"proc.spawn frobnicate"}, rev: -1},
+	{name: "not on PATH", src: "frobnicate --all", verdict: policy.Ask, want: []string{"proc.spawn frobnicate [dynamic]"}, rev: -1},
+	{name: "program on PATH", src: "sh-on-path-probe", verdict: policy.Allow, want: []string{"proc.spawn sh-on-path-probe"}, rev: -1},
 	{name: "busybox", src: "busybox rm -rf build", verdict: policy.Ask},
 	{name: "alias body", src: "alias ls='rm -rf /'", verdict: policy.Deny},
 	{name: "redirect only", src: "> existing.txt", verdict: policy.Allow, want: []string{"fs.write ./existing.txt [overwrite]"}, bytes: 12},
@@ -235,6 +245,28 @@ func TestAnalyze(t *testing.T) {
 				t.Errorf("estimated bytes %d, want %d", a.Estimates.Bytes, tt.bytes)
 			}
 		})
+	}
+}
+
+// With the session's functions known, a function defined by an earlier
+// execution is analyzed at its call, and an unknown name is a program.
+func TestSessionFunctions(t *testing.T) {
+	env := fixture(t)
+	f, err := syntax.NewParser().Parse(strings.NewReader("wipe() { rm -rf \"$1\"; }"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := f.Stmts[0].Cmd.(*syntax.FuncDecl).Body
+	env.Func = func(name string) (*syntax.Stmt, bool) { return body, name == "wipe" }
+	ctx := policy.DecideContext{Cwd: env.Cwd, Home: env.Home}
+	for src, want := range map[string]string{"wipe ~": policy.Deny, "wipe build": policy.Ask, "frobnicate": policy.Allow} {
+		a, err := Analyze(src, env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := policy.Default().Decide("agent:x", a.PolicyEffects(), ctx); d.Verdict != want {
+			t.Errorf("%s: %s, want %s (%+v)", src, d.Verdict, want, d.Reasons)
+		}
 	}
 }
 

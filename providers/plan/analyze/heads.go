@@ -3,6 +3,7 @@ package analyze
 import (
 	"os"
 	"path"
+	"path/filepath"
 	"strings"
 
 	"mvdan.cc/sh/v3/syntax"
@@ -209,7 +210,48 @@ func (w *walker) unknown(s *scope, c *cmd) {
 			return
 		}
 	}
+	if !strings.Contains(c.name, "/") && w.env.Func == nil && !w.onPath(c.name) {
+		// Without the session's function table a name that is no program
+		// may be a function or alias defined by an earlier execution:
+		// its body is unknown here.
+		w.spawn(s, c, "", false, "not a program on PATH")
+		w.dynamicSpawn(c.head, c.name, "not a program on PATH: a function or alias defined earlier in the session (or a typo); what it does is not known")
+		return
+	}
 	w.spawn(s, c, "", false, "runs a program Shoal does not model; what it does is not known")
+}
+
+// onPath reports whether name is an executable file in a PATH directory
+// (the session's PATH when known), read-only and cached.
+func (w *walker) onPath(name string) bool {
+	if ok, seen := w.path[name]; seen {
+		return ok
+	}
+	pathVar, ok := "", false
+	if w.env.Lookup != nil {
+		pathVar, ok = w.env.Lookup("PATH")
+	}
+	if !ok {
+		pathVar = os.Getenv("PATH")
+	}
+	found := false
+	for _, dir := range filepath.SplitList(pathVar) {
+		if dir == "" {
+			dir = "."
+		}
+		if !filepath.IsAbs(dir) && w.env.Cwd != "" {
+			dir = filepath.Join(w.env.Cwd, dir)
+		}
+		if info, err := os.Stat(filepath.Join(dir, name)); err == nil && info.Mode().IsRegular() && info.Mode()&0o111 != 0 {
+			found = true
+			break
+		}
+	}
+	if w.path == nil {
+		w.path = map[string]bool{}
+	}
+	w.path[name] = found
+	return found
 }
 
 // harmlessCmd is a program that only prints.

@@ -43,6 +43,7 @@ type walker struct {
 	walkDeadline time.Time
 	dirs         map[string]string // realDir cache
 	roots        map[string]string // repoRoot cache
+	path         map[string]bool   // onPath cache
 	parser       *syntax.Parser
 }
 
