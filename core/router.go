@@ -126,7 +126,8 @@ func (r *Router) List(ctx context.Context, c *Caller) ([]Resource, error) {
 			if x.MimeType == "" {
 				x.MimeType = "application/json"
 			}
-			if x.Root {
+			// A family's bare URI (shoal://jobs) is always one of its roots.
+			if x.Root || x.URI == uri.Scheme+p.Family() {
 				roots = append(roots, item{x, rank(order.Roots, p.Family())*1000 + pi, i})
 			} else {
 				entries = append(entries, item{x, rank(order.Entries, p.Family())*1000 + pi, i})

@@ -19,6 +19,11 @@ import (
 // Providers returns fresh built-in providers in provisioning order: each
 // provider's services are offered before the providers that need them.
 func Providers() []core.Provider {
+	sessions := session.New()
+	terminals := pty.New()
+	// PTYs start where the session is, with its environment.
+	terminals.CwdOf = sessions.Cwd
+	terminals.EnvOf = sessions.Environ
 	return []core.Provider{
 		val.New(),
 		journal.New(),
@@ -26,9 +31,9 @@ func Providers() []core.Provider {
 		task.New(),
 		jobs.New(),
 		events.New(),
-		session.New(),
+		sessions,
 		plan.New(),
-		pty.New(),
+		terminals,
 	}
 }
 

@@ -581,3 +581,6 @@ func callerOf(c *core.Caller) (session, principal string) {
 	}
 	return c.Session, c.Principal
 }
+
+// Busy reports open PTYs: a background kernel stays up while any is open.
+func (m *Manager) Busy() bool { return m.Len() > 0 }

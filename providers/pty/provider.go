@@ -343,3 +343,35 @@ func (m *Manager) methodWait(ctx context.Context, c *core.Caller, params json.Ra
 	}
 	return m.WaitScreen(ctx, session, string(p.PTY), re)
 }
+
+var _ core.Waiter = (*Manager)(nil)
+
+// Wait implements core.Waiter for the kernel's wait method (shoal_wait):
+// with a pattern it returns once the screen text matches it, without one
+// once the program has exited. A bad pattern is INVALID_PARAMS.
+func (m *Manager) Wait(ctx context.Context, c *core.Caller, u *uri.URI, w core.WaitCond) (any, error) {
+	session, _ := callerOf(c)
+	if len(u.Segments) != 1 {
+		return nil, rpc.Errorf(rpc.InvalidParams, "wait on one PTY: pty:N or shoal://pty/N")
+	}
+	id := u.Segments[0]
+	if w.Pattern == "" {
+		s, err := m.WaitExit(ctx, session, id)
+		return s, timeoutAsCtx(ctx, err)
+	}
+	re, err := regexp.Compile(w.Pattern)
+	if err != nil {
+		return nil, rpc.Errorf(rpc.InvalidParams, "pattern %q is not a regular expression: %v", w.Pattern, err)
+	}
+	s, err := m.WaitScreen(ctx, session, id, re)
+	return s, timeoutAsCtx(ctx, err)
+}
+
+// timeoutAsCtx reports a wait that ran out of time as the context's error,
+// which the kernel turns into timed_out: true with the last screen.
+func timeoutAsCtx(ctx context.Context, err error) error {
+	if err != nil && ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return err
+}

@@ -217,6 +217,21 @@ func (p *Provider) Cwd(session string) string {
 	return s.ev.Cwd()
 }
 
+// Environ is the session's exported environment as KEY=VALUE pairs (for
+// PTYs started in the session).
+func (p *Provider) Environ(session string) []string {
+	s, err := p.session(session)
+	if err != nil {
+		return nil
+	}
+	env := s.ev.Env()
+	out := make([]string, len(env))
+	for i, e := range env {
+		out[i] = e.Name + "=" + e.Value
+	}
+	return out
+}
+
 type execParams struct {
 	Source     string `json:"source"`
 	TimeoutMS  int64  `json:"timeout_ms"`
@@ -302,27 +317,27 @@ func (p *Provider) Exec(ctx context.Context, c *core.Caller, req core.ExecReques
 		timeout = t.C
 	}
 	if req.Background {
-		return p.becomeTask(c, req, entry, cancel, done, started), nil
+		return p.becomeTask(c, s, req, entry, cancel, done, started), nil
 	}
 	select {
 	case res := <-done:
 		defer cancel()
-		return p.finish(ctx, c, req, entry, res)
+		return p.finish(ctx, c, s, req, entry, res)
 	case <-timeout:
 		close(detach)
-		return p.becomeTask(c, req, entry, cancel, done, started), nil
+		return p.becomeTask(c, s, req, entry, cancel, done, started), nil
 	}
 }
 
 // becomeTask hands a running execution to the task registry; the reply
 // names the task and the out:N its value will have.
-func (p *Provider) becomeTask(c *core.Caller, req core.ExecRequest, entry out.Entry, cancel context.CancelFunc, done chan *shell.Result, started time.Time) *core.ExecReply {
+func (p *Provider) becomeTask(c *core.Caller, s *sess, req core.ExecRequest, entry out.Entry, cancel context.CancelFunc, done chan *shell.Result, started time.Time) *core.ExecReply {
 	t := p.tasks.Begin(c.Session, c.Principal, req.Source, cancel, started)
 	rec := t.Record()
 	go func() {
 		defer cancel()
 		res := <-done
-		reply, err := p.finish(context.Background(), c, req, entry, res)
+		reply, err := p.finish(context.Background(), c, s, req, entry, res)
 		o := task.Outcome{Exit: res.Exit, Err: err}
 		if reply != nil {
 			o.ResultRef, o.ValRef = reply.Ref, reply.ValRef
@@ -334,7 +349,7 @@ func (p *Provider) becomeTask(c *core.Caller, req core.ExecRequest, entry out.En
 
 // finish records the value, journals the execution, publishes the
 // preview and builds the reply.
-func (p *Provider) finish(ctx context.Context, c *core.Caller, req core.ExecRequest, entry out.Entry, res *shell.Result) (*core.ExecReply, error) {
+func (p *Provider) finish(ctx context.Context, c *core.Caller, s *sess, req core.ExecRequest, entry out.Entry, res *shell.Result) (*core.ExecReply, error) {
 	v := res.Value
 	if v == nil {
 		v = value.Null{}
@@ -357,6 +372,9 @@ func (p *Provider) finish(ctx context.Context, c *core.Caller, req core.ExecRequ
 		}
 	}
 	preview, text := p.preview(v, res.Marks)
+	if secrets := secretValues(s.ev.Env()); len(secrets) > 0 {
+		preview, text = scrubJSON(preview, secrets), scrub(text, secrets)
+	}
 	reply := &core.ExecReply{Ref: e.Ref, URI: e.URI, OK: &ok, Exit: &exit, State: state, DurationNS: res.Duration.Nanoseconds(),
 		Effects: kinds, Preview: preview, PreviewText: text, ValRef: e.ValRef, Marks: res.Marks}
 	ev := map[string]any{"session": c.Session, "principal": c.Principal, "ref": e.Ref, "ok": ok, "exit": exit, "head": res.Head(), "preview": text}

@@ -65,10 +65,11 @@ type Outcome struct {
 
 // Task is one live task.
 type Task struct {
-	mu     sync.Mutex
-	rec    Record
-	cancel context.CancelFunc
-	done   chan struct{}
+	mu       sync.Mutex
+	rec      Record
+	cancel   context.CancelFunc
+	done     chan struct{}
+	finished bool
 }
 
 // Record returns a copy of the task's record.
@@ -135,16 +136,11 @@ func describe(src string) string {
 // cancelled whatever its run reports.
 func (r *Registry) Finish(t *Task, o Outcome) {
 	t.mu.Lock()
-	if t.rec.State != Running && t.rec.State != Cancelled {
+	if t.finished {
 		t.mu.Unlock()
 		return
 	}
-	select {
-	case <-t.done:
-		t.mu.Unlock()
-		return
-	default:
-	}
+	t.finished = true
 	t.rec.Finished = time.Now().UnixNano()
 	exit := o.Exit
 	t.rec.Exit = &exit
@@ -160,10 +156,11 @@ func (r *Registry) Finish(t *Task, o Outcome) {
 	default:
 		t.rec.State = Completed
 	}
-	close(t.done)
 	rec := t.rec
 	t.mu.Unlock()
+	// The event is on task.{id} before anyone waiting sees the end.
 	r.publish(rec)
+	close(t.done)
 }
 
 func (r *Registry) publish(rec Record) {

@@ -1,0 +1,334 @@
+package boot_test
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/shoal-sh/shoal/core/kernel"
+	"github.com/shoal-sh/shoal/core/rpc"
+	"github.com/shoal-sh/shoal/internal/boot"
+	"github.com/shoal-sh/shoal/sdk/client"
+)
+
+func shortDir(t testing.TB) string {
+	d, err := os.MkdirTemp("", "shb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(d) })
+	return d
+}
+
+// startKernel runs a full kernel (every built-in family) in process.
+func startKernel(t testing.TB, dir string) *kernel.Kernel {
+	t.Helper()
+	k, err := boot.NewKernel(kernel.Options{StateDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- k.Serve(context.Background()) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if c, err := net.Dial("unix", k.Socket()); err == nil {
+			c.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("kernel never answered")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	var once sync.Once
+	t.Cleanup(func() {
+		once.Do(func() {
+			k.Stop()
+			<-done
+		})
+	})
+	return k
+}
+
+func attach(t testing.TB, dir string, o client.Options) *client.Client {
+	t.Helper()
+	o.StateDir = dir
+	c, err := client.Dial(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func exec1(t *testing.T, c *client.Client, src string, o client.ExecOptions) *client.ExecReply {
+	t.Helper()
+	r, err := c.Exec(context.Background(), src, o)
+	if err != nil {
+		t.Fatalf("exec %q: %v", src, err)
+	}
+	return r
+}
+
+func structured(t *testing.T, c *client.Client, target string) string {
+	t.Helper()
+	r, err := c.Read(context.Background(), target)
+	if err != nil {
+		t.Fatalf("read %s: %v", target, err)
+	}
+	return string(r.StructuredContent)
+}
+
+func TestExecTranscriptAndViews(t *testing.T) {
+	dir := shortDir(t)
+	startKernel(t, dir)
+	c := attach(t, dir, client.Options{Principal: "agent:e2e"})
+	work := t.TempDir()
+	os.WriteFile(filepath.Join(work, "data.json"), []byte(`{"rows":[{"name":"a","size":1},{"name":"b","size":2}]}`), 0o644)
+
+	r := exec1(t, c, "cd "+work+" && X=41", client.ExecOptions{})
+	if r.Ref != "out:1" || r.OK == nil || !*r.OK || r.State != "completed" {
+		t.Fatalf("first exec: %+v", r)
+	}
+	// cwd and variables persist; the value of a builtin is typed.
+	r = exec1(t, c, "open data.json", client.ExecOptions{})
+	if got := structured(t, c, r.URI+"?path=.rows[1].name"); got != `{"$":"str","v":"b"}` {
+		t.Errorf("path read = %s", got)
+	}
+	r = exec1(t, c, "echo $((X+1))", client.ExecOptions{})
+	if got := structured(t, c, r.URI+"?path=.stdout"); !strings.Contains(got, `"42\n"`) {
+		t.Errorf("stdout = %s", got)
+	}
+	if got := structured(t, c, "shoal://session/cwd"); !strings.Contains(got, work) {
+		t.Errorf("live cwd = %s; want %s", got, work)
+	}
+	r = exec1(t, c, "exit 7", client.ExecOptions{})
+	if r.OK == nil || *r.OK || *r.Exit != 7 {
+		t.Errorf("exit 7: %+v", r)
+	}
+	// The session lives on after exit.
+	r = exec1(t, c, "pwd", client.ExecOptions{})
+	if !strings.Contains(r.PreviewText, work) {
+		t.Errorf("after exit: %q", r.PreviewText)
+	}
+	// The six roots, in order.
+	var list struct {
+		Resources []struct{ URI string } `json:"resources"`
+	}
+	if err := c.Call(context.Background(), "resources.list", nil, &list); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"shoal://session/cwd", "shoal://session/env", "shoal://session/reef", "shoal://jobs", "shoal://journal", "shoal://pty"}
+	for i, w := range want {
+		if i >= len(list.Resources) || list.Resources[i].URI != w {
+			t.Fatalf("resources %v; want roots %v first", list.Resources, want)
+		}
+	}
+	var tpl struct {
+		ResourceTemplates []struct{ URITemplate string } `json:"resourceTemplates"`
+	}
+	if err := c.Call(context.Background(), "resources.templates", nil, &tpl); err != nil {
+		t.Fatal(err)
+	}
+	wantT := []string{"shoal://out/{n}{?path,slice,format}", "shoal://val/{hash}{?path,slice,format}", "shoal://task/{id}",
+		"shoal://task/{id}/out{?path,slice,format}", "shoal://plan/{ref}", "shoal://pty/{id}", "shoal://session/{view}",
+		"shoal://journal{?principal,ok,head,since,until,effects,limit}", "shoal://events/{channel}{?since,limit}"}
+	if len(tpl.ResourceTemplates) != len(wantT) {
+		t.Fatalf("templates %v", tpl.ResourceTemplates)
+	}
+	for i, w := range wantT {
+		if tpl.ResourceTemplates[i].URITemplate != w {
+			t.Errorf("template %d = %s; want %s", i, tpl.ResourceTemplates[i].URITemplate, w)
+		}
+	}
+	if _, err := c.Read(context.Background(), "shoal://session/nope"); client.Code(err) != int(rpc.NotFound) || !strings.Contains(err.Error(), "cwd, env and reef") {
+		t.Errorf("unknown view: %v", err)
+	}
+}
+
+func TestTasks(t *testing.T) {
+	dir := shortDir(t)
+	startKernel(t, dir)
+	c := attach(t, dir, client.Options{Principal: "agent:tasks"})
+	ctx := context.Background()
+
+	// timeout → task, not killed: it finishes and its value is captured.
+	r := exec1(t, c, "sleep 0.3; echo done", client.ExecOptions{TimeoutMS: 50})
+	if r.Task == "" || r.State != "running" || r.OK != nil {
+		t.Fatalf("timeout did not make a task: %+v", r)
+	}
+	// While running, /out is the task record itself.
+	if got := structured(t, c, r.TaskURI+"/out"); !strings.Contains(got, `"state"`) {
+		t.Errorf("running /out = %s", got)
+	}
+	var wait map[string]any
+	if err := c.Call(ctx, "wait", map[string]any{"target": r.Task, "timeout_ms": 20000}, &wait); err != nil || wait["satisfied"] != true {
+		t.Fatalf("wait: %v %v", wait, err)
+	}
+	if got := structured(t, c, r.TaskURI+"/out?path=.stdout"); got != `{"$":"str","v":"done\n"}` {
+		t.Errorf("finished /out = %s", got)
+	}
+	// State changes are on task.{id}, in order.
+	page, err := c.Events(ctx, "task."+strings.TrimPrefix(r.Task, "task:"), nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var states []string
+	for _, ev := range page.Events {
+		var p struct{ State string }
+		json.Unmarshal(ev.Payload, &p)
+		states = append(states, p.State)
+	}
+	if strings.Join(states, ",") != "running,completed" {
+		t.Errorf("task events %v; want running then completed", states)
+	}
+
+	// background + cancel kills the whole process group.
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	r = exec1(t, c, "sh -c 'echo $$ > "+pidFile+"; sleep 100' & sleep 100", client.ExecOptions{Background: true})
+	if r.Task == "" {
+		t.Fatalf("background: %+v", r)
+	}
+	var pid int
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if b, err := os.ReadFile(pidFile); err == nil && len(b) > 1 {
+			pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+			break
+		}
+	}
+	if pid == 0 {
+		t.Fatal("child never started")
+	}
+	var rec map[string]any
+	if err := c.Call(ctx, "task.cancel", map[string]string{"task": r.Task}, &rec); err != nil || rec["state"] != "cancelled" {
+		t.Fatalf("cancel: %v %v", rec, err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if syscall.Kill(pid, 0) != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("child %d survived task.cancel", pid)
+		}
+	}
+	if err := c.Call(ctx, "task.cancel", map[string]string{"task": r.Task}, nil); client.Code(err) != int(rpc.TaskState) {
+		t.Errorf("cancel twice: %v", err)
+	}
+	var jobs struct {
+		Tasks []map[string]any `json:"tasks"`
+	}
+	if err := json.Unmarshal([]byte(structured(t, c, "shoal://jobs")), &jobs); err != nil || len(jobs.Tasks) != 2 || jobs.Tasks[0]["task"] != r.Task {
+		t.Errorf("jobs: %+v %v", jobs, err)
+	}
+}
+
+func TestSecretsStayOut(t *testing.T) {
+	dir := shortDir(t)
+	startKernel(t, dir)
+	var mu sync.Mutex
+	var seen []string
+	c := attach(t, dir, client.Options{Principal: "agent:sec", OnEvent: func(ev client.Event) {
+		mu.Lock()
+		seen = append(seen, string(ev.Payload))
+		mu.Unlock()
+	}})
+	ctx := context.Background()
+	for _, ch := range []string{"journal", "render", "session.transcript"} {
+		if _, err := c.Subscribe(ctx, ch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const secret = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+	exec1(t, c, "export AWS_SECRET_ACCESS_KEY="+secret, client.ExecOptions{})
+	exec1(t, c, "env", client.ExecOptions{})
+	exec1(t, c, "echo $AWS_SECRET_ACCESS_KEY", client.ExecOptions{})
+	env := structured(t, c, "shoal://session/env")
+	if strings.Contains(env, secret) || !strings.Contains(env, "AWS_SECRET_ACCESS_KEY") {
+		t.Errorf("env view without grant: %s", env)
+	}
+	var rows json.RawMessage
+	if err := c.Call(ctx, "journal.query", map[string]any{}, &rows); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(rows), secret) {
+		t.Errorf("journal carries the secret: %s", rows)
+	}
+	time.Sleep(200 * time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) < 6 {
+		t.Errorf("only %d events seen", len(seen))
+	}
+	for _, p := range seen {
+		if strings.Contains(p, secret) {
+			t.Errorf("event carries the secret: %s", p)
+		}
+	}
+}
+
+// TestNoOrphans checks that a session's background processes die with the
+// session.
+func TestNoOrphans(t *testing.T) {
+	dir := shortDir(t)
+	startKernel(t, dir)
+	c := attach(t, dir, client.Options{Principal: "agent:o"})
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	exec1(t, c, "sh -c 'echo $$ > "+pidFile+"; exec sleep 100' &", client.ExecOptions{})
+	var b []byte
+	for deadline := time.Now().Add(10 * time.Second); len(b) < 2 && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		b, _ = os.ReadFile(pidFile)
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err := c.Call(context.Background(), "session.close", map[string]string{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); syscall.Kill(pid, 0) == nil; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			out, _ := exec.Command("ps", "-o", "pid,pgid,stat,cmd", "-p", strconv.Itoa(pid)).CombinedOutput()
+			t.Fatalf("sleep %d outlived its session:\n%s", pid, out)
+		}
+	}
+}
+
+func TestPTYWaitAndCwd(t *testing.T) {
+	dir := shortDir(t)
+	startKernel(t, dir)
+	c := attach(t, dir, client.Options{Principal: "agent:pty"})
+	ctx := context.Background()
+	work := t.TempDir()
+	exec1(t, c, "cd "+work, client.ExecOptions{})
+	var scr map[string]any
+	if err := c.Call(ctx, "pty.open", map[string]any{"command": "sh", "cols": 80, "rows": 24}, &scr); err != nil {
+		t.Fatal(err)
+	}
+	id := scr["pty"].(string)
+	if err := c.Call(ctx, "pty.write", map[string]any{"pty": id, "input": "pwd; echo mark-$((6*7))\r"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	var w map[string]any
+	if err := c.Call(ctx, "wait", map[string]any{"target": id, "pattern": "mark-42", "timeout_ms": 20000}, &w); err != nil || w["satisfied"] != true {
+		t.Fatalf("wait: %v %v", w, err)
+	}
+	screen, _ := json.Marshal(w["state"])
+	if !strings.Contains(string(screen), work) {
+		t.Errorf("PTY did not start in the session's cwd %s: %s", work, screen)
+	}
+	if err := c.Call(ctx, "wait", map[string]any{"target": id, "pattern": "never-there", "timeout_ms": 100}, &w); err != nil || w["timed_out"] != true {
+		t.Fatalf("wait timeout: %v %v", w, err)
+	}
+	if err := c.Call(ctx, "pty.close", map[string]any{"pty": id}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Call(ctx, "pty.read", map[string]any{"pty": id}, nil); client.Code(err) != int(rpc.UnknownPTY) {
+		t.Errorf("read closed pty: %v", err)
+	}
+}

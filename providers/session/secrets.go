@@ -1,0 +1,61 @@
+package session
+
+import (
+	"encoding/json"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/shoal-sh/shoal/providers/session/shell"
+)
+
+// secretName matches environment variable names that hold credentials.
+var secretName = regexp.MustCompile(`(?i)(secret|token|passw|pwd|credential|api_?key|access_?key|private_?key|auth|cookie|session_?key|_key$)`)
+
+// minSecretLen keeps short values ("1", "true") from being scrubbed
+// everywhere they happen to appear.
+const minSecretLen = 8
+
+type secret struct{ name, value string }
+
+// secretValues returns the values of the session's exported variables
+// whose names look like credentials, longest first.
+func secretValues(env []shell.EnvVar) []secret {
+	var out []secret
+	for _, e := range env {
+		if len(e.Value) >= minSecretLen && secretName.MatchString(e.Name) {
+			out = append(out, secret{e.Name, e.Value})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return len(out[i].value) > len(out[j].value) })
+	return out
+}
+
+// scrub replaces every occurrence of a secret value with a marker naming
+// its variable: previews and events never carry environment values, while
+// the transcript keeps the real output for a reader who asks for it.
+func scrub(s string, secrets []secret) string {
+	for _, sec := range secrets {
+		if strings.Contains(s, sec.value) {
+			s = strings.ReplaceAll(s, sec.value, "«redacted:$"+sec.name+"»")
+		}
+	}
+	return s
+}
+
+// scrubJSON scrubs the string content of a JSON document. Secret values
+// containing characters JSON escapes are matched in their escaped form.
+func scrubJSON(raw json.RawMessage, secrets []secret) json.RawMessage {
+	if raw == nil {
+		return nil
+	}
+	s := string(raw)
+	for _, sec := range secrets {
+		esc, _ := json.Marshal(sec.value)
+		needle := string(esc[1 : len(esc)-1])
+		if strings.Contains(s, needle) {
+			s = strings.ReplaceAll(s, needle, "«redacted:$"+sec.name+"»")
+		}
+	}
+	return json.RawMessage(s)
+}
