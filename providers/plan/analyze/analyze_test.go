@@ -197,6 +197,8 @@ var analyzeTests = []struct {
 	{name: "find exec sh", src: `find . -exec sh -c 'rm -rf "$1"' _ {} \;`, verdict: policy.Ask},
 	{name: "huge brace sequence", src: "rm x{1..100000000000}", verdict: policy.Ask},
 	{name: "brace bomb", src: "rm {a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}", verdict: policy.Ask},
+	{name: "loop over a pattern", src: `for f in *.txt; do rm "$f"; done`, verdict: policy.Allow, want: []string{"fs.delete ./*.txt [glob]"}, files: 1, bytes: 12},
+	{name: "loop over a pattern outside", src: `for f in /etc/*.conf; do rm "$f"; done`, verdict: policy.Ask},
 	{name: "symlinked dir escapes", src: "echo x > link/passwd", verdict: policy.Ask},
 }
 

@@ -256,9 +256,6 @@ func emitCmd(w *walker, s *scope, c *cmd) {
 		e.Dynamic, e.Target = true, ch.text
 	}
 	w.add(e)
-	if len(c.args) > 1 {
-		w.readOperands(s, c, c.args[2:])
-	}
 }
 
 // readsCmd: a tool that reads its operands.

@@ -56,6 +56,9 @@ type frame struct {
 type varVal struct {
 	val   string
 	known bool
+	// glob: a for-loop variable iterating over a pattern's matches; the
+	// value is the pattern and stands for each name it matches.
+	glob bool
 }
 
 // scope is the shell state the walk tracks: the working directory, the
@@ -243,27 +246,30 @@ func (w *walker) forClause(s *scope, x *syntax.ForClause) {
 	switch loop := x.Loop.(type) {
 	case *syntax.WordIter:
 		name := loop.Name.Value
-		var vals []string
+		var vals []varVal
 		known := true
 		if loop.InPos.IsValid() {
 			for _, it := range loop.Items {
 				for _, a := range w.fields(s, it) {
-					if a.dyn || a.glob {
+					if a.dyn {
 						known = false
 					}
-					vals = append(vals, a.val)
+					vals = append(vals, varVal{val: a.val, known: true, glob: a.glob})
 				}
 			}
 		} else {
 			// `for x; do` iterates over the positional parameters.
-			vals, known = s.params, s.paramsKnown
+			known = s.paramsKnown
+			for _, p := range s.params {
+				vals = append(vals, varVal{val: p, known: true})
+			}
 		}
 		if known && len(vals) <= maxLoopVals {
 			var branches []*scope
 			for _, v := range vals {
 				b := s.clone()
 				b.cond++
-				b.vars[name] = varVal{val: v, known: true}
+				b.vars[name] = v
 				w.stmts(b, x.Do)
 				b.cond--
 				branches = append(branches, b)
@@ -388,7 +394,7 @@ func (w *walker) fields(s *scope, word *syntax.Word) []arg {
 		// Only a dynamic word shows its source text; printing is costly.
 		return []arg{{dyn: true, text: printWord(word)}}
 	}
-	glob := hasGlob(word)
+	glob := hasGlob(word) || usesGlobVar(s, word)
 	out := make([]arg, len(vals))
 	for i, v := range vals {
 		out[i] = arg{val: v, glob: glob && pattern.HasMeta(v, 0), text: v}
@@ -475,6 +481,19 @@ func satMul(a, b int) int {
 		return maxFields + 1
 	}
 	return a * b
+}
+
+// usesGlobVar reports a reference to a loop variable standing for a
+// pattern's matches.
+func usesGlobVar(s *scope, word *syntax.Word) bool {
+	found := false
+	syntax.Walk(word, func(n syntax.Node) bool {
+		if pe, ok := n.(*syntax.ParamExp); ok && pe.Param != nil && s.vars[pe.Param.Value].glob {
+			found = true
+		}
+		return !found
+	})
+	return found
 }
 
 // usesPWD reports an explicit $PWD in a word.
