@@ -409,6 +409,7 @@ func (j *Journal) commit(batch []*request) {
 	rows := make([]storedRow, len(batch))
 	lastTS := j.lastTS
 	err := j.db.Update(func(tx *bolt.Tx) error {
+		setFill(tx)
 		rb := tx.Bucket(bucketRows)
 		jnext := nextSeq(tx, ChannelJournal)
 		tnext := nextSeq(tx, ChannelTranscript)

@@ -76,10 +76,13 @@ func (j *Journal) Query(q Query) ([]core.JournalRow, error) {
 	out := make([]core.JournalRow, 0, min(limit, 64))
 	err := j.db.View(func(tx *bolt.Tx) error {
 		var walks []walk
-		if q.Principal != "" {
+		switch {
+		case q.Principal != "" && q.Head != "":
+			walks = append(walks, newPrefixWalk(tx.Bucket(bucketPrincipalHead),
+				append(valuePrefix(q.Principal), valuePrefix(q.Head)...)))
+		case q.Principal != "":
 			walks = append(walks, newPrefixWalk(tx.Bucket(bucketPrincipal), valuePrefix(q.Principal)))
-		}
-		if q.Head != "" {
+		case q.Head != "":
 			walks = append(walks, newPrefixWalk(tx.Bucket(bucketHead), valuePrefix(q.Head)))
 		}
 		if q.OK != nil {

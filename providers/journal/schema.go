@@ -24,9 +24,12 @@ var (
 	bucketByTS      = []byte("ix.ts")        // tsid → nil
 	bucketPrincipal = []byte("ix.principal") // len|principal|tsid → nil
 	bucketHead      = []byte("ix.head")      // len|head|tsid → nil
-	bucketOK        = []byte("ix.ok")        // 0|1, tsid → nil
-	bucketEffect    = []byte("ix.effect")    // len|effect|tsid → nil, one key per effect
-	bucketValRefs   = []byte("valrefs")      // blob hash → nil, for content-store GC
+	// principal and head together: the common "what did this agent run"
+	// query walks only matching rows, however rare the pair is.
+	bucketPrincipalHead = []byte("ix.principal_head") // len|principal|len|head|tsid → nil
+	bucketOK            = []byte("ix.ok")             // 0|1, tsid → nil
+	bucketEffect        = []byte("ix.effect")         // len|effect|tsid → nil, one key per effect
+	bucketValRefs       = []byte("valrefs")           // blob hash → nil, for content-store GC
 
 	keyEpoch   = []byte("epoch")
 	keyVersion = []byte("version")
@@ -46,7 +49,7 @@ var seqBuckets = map[string][]byte{
 }
 
 var allBuckets = [][]byte{
-	bucketMeta, bucketRows, bucketByTS, bucketPrincipal, bucketHead, bucketOK,
+	bucketMeta, bucketRows, bucketByTS, bucketPrincipal, bucketHead, bucketPrincipalHead, bucketOK,
 	bucketEffect, bucketValRefs, seqBuckets[ChannelJournal], seqBuckets[ChannelTranscript],
 }
 
@@ -105,51 +108,76 @@ func indexKey(prefix, suffix []byte) []byte {
 	return append(append(make([]byte, 0, len(prefix)+len(suffix)), prefix...), suffix...)
 }
 
-// putRow writes one row and its index entries. The row's entry_id, ts and
-// seqs are already assigned.
-func putRow(tx *bolt.Tx, s *storedRow) error {
+// entry is one key a row writes.
+type entry struct {
+	bucket, key, value []byte
+}
+
+// rowEntries lists every key a row writes: the row itself, its index
+// entries and its seq mappings. The row's entry_id, ts and seqs are
+// already assigned.
+func rowEntries(s *storedRow) ([]entry, error) {
 	data, err := json.Marshal(s)
 	if err != nil {
-		return fmt.Errorf("encode row %d: %w", s.EntryID, err)
-	}
-	if err := tx.Bucket(bucketRows).Put(be64(s.EntryID), data); err != nil {
-		return err
+		return nil, fmt.Errorf("encode row %d: %w", s.EntryID, err)
 	}
 	suffix := tsid(s.TS, s.EntryID)
-	puts := []struct {
-		bucket []byte
-		key    []byte
-	}{
-		{bucketByTS, suffix},
-		{bucketPrincipal, indexKey(valuePrefix(s.Principal), suffix)},
-		{bucketHead, indexKey(valuePrefix(s.Head), suffix)},
-		{bucketOK, indexKey(okPrefix(s.OK), suffix)},
-	}
-	for _, p := range puts {
-		if err := tx.Bucket(p.bucket).Put(p.key, nil); err != nil {
-			return err
-		}
-	}
-	eb := tx.Bucket(bucketEffect)
+	principal, head := valuePrefix(s.Principal), valuePrefix(s.Head)
+	out := make([]entry, 0, 9+len(s.Effects))
+	out = append(out,
+		entry{bucketRows, be64(s.EntryID), data},
+		entry{bucketByTS, suffix, nil},
+		entry{bucketPrincipal, indexKey(principal, suffix), nil},
+		entry{bucketHead, indexKey(head, suffix), nil},
+		entry{bucketPrincipalHead, indexKey(append(principal[:len(principal):len(principal)], head...), suffix), nil},
+		entry{bucketOK, indexKey(okPrefix(s.OK), suffix), nil},
+		entry{seqBuckets[ChannelJournal], be64(s.JournalSeq), be64(s.EntryID)},
+	)
 	for _, e := range s.Effects {
-		if err := eb.Put(indexKey(valuePrefix(e), suffix), nil); err != nil {
-			return err
-		}
-	}
-	if h, ok := strings.CutPrefix(s.Ref, cas.RefPrefix); ok && cas.ValidHash(h) == nil {
-		if err := tx.Bucket(bucketValRefs).Put([]byte(h), nil); err != nil {
-			return err
-		}
-	}
-	if err := tx.Bucket(seqBuckets[ChannelJournal]).Put(be64(s.JournalSeq), be64(s.EntryID)); err != nil {
-		return err
+		out = append(out, entry{bucketEffect, indexKey(valuePrefix(e), suffix), nil})
 	}
 	if s.TranscriptSeq != nil {
-		if err := tx.Bucket(seqBuckets[ChannelTranscript]).Put(be64(*s.TranscriptSeq), be64(s.EntryID)); err != nil {
-			return err
+		out = append(out, entry{seqBuckets[ChannelTranscript], be64(*s.TranscriptSeq), be64(s.EntryID)})
+	}
+	if h, ok := strings.CutPrefix(s.Ref, cas.RefPrefix); ok && cas.ValidHash(h) == nil {
+		out = append(out, entry{bucketValRefs, []byte(h), nil})
+	}
+	return out, nil
+}
+
+// Page fill on split. bbolt splits at half a page by default, which suits
+// random inserts; the journal's inserts are appends, either to a whole
+// bucket (rows, the ts index, seq maps) or to the end of one indexed
+// value's range (new rows have the newest tsid), so fuller pages cost
+// nothing later and make the file about half as large.
+var (
+	appendOnly    = [][]byte{bucketRows, bucketByTS, seqBuckets[ChannelJournal], seqBuckets[ChannelTranscript]}
+	appendByValue = [][]byte{bucketPrincipal, bucketHead, bucketPrincipalHead, bucketOK, bucketEffect}
+)
+
+// putRow writes one row with its index entries and seq mappings.
+func putRow(tx *bolt.Tx, s *storedRow) error {
+	entries, err := rowEntries(s)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if err := tx.Bucket(e.bucket).Put(e.key, e.value); err != nil {
+			return fmt.Errorf("row %d: put %s: %w", s.EntryID, e.bucket, err)
 		}
 	}
 	return nil
+}
+
+// setFill sets the buckets' page fill for one write transaction (bbolt
+// does not keep it across transactions).
+func setFill(tx *bolt.Tx) {
+	for _, name := range appendOnly {
+		tx.Bucket(name).FillPercent = 1.0
+	}
+	for _, name := range appendByValue {
+		tx.Bucket(name).FillPercent = 0.95
+	}
 }
 
 // nextSeq is the next seq of a channel: one past the last mapped seq.
