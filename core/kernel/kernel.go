@@ -135,9 +135,10 @@ func New(opts Options, providers ...core.Provider) (k *Kernel, err error) {
 	if k.lock, err = lockStateDir(stateDir); err != nil {
 		return nil, err
 	}
+	kk := k // the named result is nil on the error paths below
 	defer func() {
 		if err != nil {
-			k.shutdown()
+			kk.shutdown()
 		}
 	}()
 	if k.token, err = ensureToken(stateDir); err != nil {
