@@ -27,6 +27,9 @@ import (
 // EventMethod is the notification method of pushed event frames.
 const EventMethod = "events.event"
 
+// MaxReadLimit is the most events one events.read returns.
+const MaxReadLimit = 1024
+
 // Options say where the kernel is and who connects.
 type Options struct {
 	// StateDir is the kernel's state directory (default as the kernel's:
