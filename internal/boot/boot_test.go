@@ -332,3 +332,69 @@ func TestPTYWaitAndCwd(t *testing.T) {
 		t.Errorf("read closed pty: %v", err)
 	}
 }
+
+func TestPolicyPlanApprove(t *testing.T) {
+	dir := shortDir(t)
+	startKernel(t, dir)
+	agent := attach(t, dir, client.Options{Principal: "agent:worker"})
+	other := attach(t, dir, client.Options{Principal: "agent:other"})
+	human := attach(t, dir, client.Options{Principal: "human:owner"})
+	ctx := context.Background()
+	work := t.TempDir()
+	victim := filepath.Join(work, "tree")
+	os.MkdirAll(filepath.Join(victim, "sub"), 0o755)
+	os.WriteFile(filepath.Join(victim, "sub", "f"), []byte("12345"), 0o644)
+
+	src := "rm -rf " + victim
+	_, err := agent.Exec(ctx, src, client.ExecOptions{})
+	if client.Code(err) != int(rpc.PolicyRefused) || !strings.Contains(err.Error(), "plan") {
+		t.Fatalf("exec of a recursive delete: %v; want POLICY_REFUSED saying to plan", err)
+	}
+	var plan map[string]any
+	if err := agent.Call(ctx, "plan.create", map[string]string{"source": src}, &plan); err != nil {
+		t.Fatal(err)
+	}
+	ref, _ := plan["ref"].(string)
+	if plan["verdict"] != "ask" || plan["approval"] != "pending" || plan["reversible"] != false || !strings.HasPrefix(ref, "plan:") {
+		t.Fatalf("plan = %v", plan)
+	}
+	if err := other.Call(ctx, "plan.get", map[string]string{"ref": ref}, nil); client.Code(err) != int(rpc.NotFound) {
+		t.Errorf("another principal sees the plan: %v", err)
+	}
+	if err := agent.Call(ctx, "plan.apply", map[string]string{"ref": ref}, nil); client.Code(err) != int(rpc.PlanNotApproved) {
+		t.Errorf("apply before approval: %v", err)
+	}
+	if err := agent.Call(ctx, "plan.approve", map[string]string{"ref": ref}, nil); client.Code(err) != int(rpc.Forbidden) {
+		t.Errorf("self-approval without the grant: %v", err)
+	}
+	if err := human.Call(ctx, "plan.approve", map[string]string{"ref": ref}, nil); err != nil {
+		t.Fatal(err)
+	}
+	var reply client.ExecReply
+	if err := agent.Call(ctx, "plan.apply", map[string]string{"ref": ref}, &reply); err != nil || reply.OK == nil || !*reply.OK {
+		t.Fatalf("apply: %+v %v", reply, err)
+	}
+	if _, err := os.Stat(victim); !os.IsNotExist(err) {
+		t.Errorf("the plan did not run: %v", err)
+	}
+	if err := agent.Call(ctx, "plan.apply", map[string]string{"ref": ref}, nil); client.Code(err) != int(rpc.PlanUsed) {
+		t.Errorf("second apply: %v", err)
+	}
+	page, err := agent.Events(ctx, "approval", nil, 0)
+	if err != nil || len(page.Events) == 0 {
+		t.Errorf("approval channel: %+v %v", page, err)
+	}
+	var rows struct {
+		Rows []map[string]any `json:"rows"`
+	}
+	if err := agent.Call(ctx, "journal.query", map[string]any{}, &rows); err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[any]bool{}
+	for _, r := range rows.Rows {
+		kinds[r["kind"]] = true
+	}
+	if !kinds["plan.apply"] || !kinds["approval"] {
+		t.Errorf("journal kinds %v; want plan.apply and approval rows", kinds)
+	}
+}
