@@ -1,0 +1,307 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+)
+
+// Facade translates MCP messages into kernel calls. The MCP library
+// (mark3labs/mcp-go) answers the handshake, ping and the tools; the
+// resource methods are answered here, because their results carry
+// structuredContent beside contents (which the library's types cannot)
+// and because subscriptions need a kernel connection each.
+type Facade struct {
+	mcp  *server.MCPServer
+	link *link
+	dial dialer
+	log  *slog.Logger
+
+	mu       sync.Mutex
+	sessions map[*session]struct{}
+}
+
+func newFacade(d dialer, log *slog.Logger) *Facade {
+	f := &Facade{link: &link{dial: d}, dial: d, log: log, sessions: map[*session]struct{}{}}
+	f.mcp = server.NewMCPServer("shoal", Version,
+		server.WithResourceCapabilities(true, false),
+		server.WithToolCapabilities(false),
+		server.WithInputSchemaValidation(),
+		server.WithOutputSchemaValidation(),
+		server.WithRecovery(),
+		server.WithInstructions(instructions),
+	)
+	f.addTools()
+	return f
+}
+
+// instructions is what the server tells a model at initialize.
+const instructions = `Shoal is a persistent shell session. Run commands with shoal_exec; every run gets a ref (out:N) that keeps its complete value, so read parts of a big result later with shoal_get {target, path, slice} instead of running the command again. Long commands become tasks (task:N): shoal_wait blocks until they end. Risky commands are refused until planned: shoal_plan shows effects and the policy verdict, shoal_apply runs an allowed or approved plan. Interactive programs run in terminals: shoal_pty_open, shoal_pty_write, shoal_pty_read. The same state is readable as shoal:// resources, and shoal://events/{channel} and shoal://task/{id} can be subscribed to.`
+
+// Close ends every MCP session (their forwarders and kernel connections)
+// and the request connection.
+func (f *Facade) Close() {
+	f.mu.Lock()
+	ss := make([]*session, 0, len(f.sessions))
+	for s := range f.sessions {
+		ss = append(ss, s)
+	}
+	f.mu.Unlock()
+	for _, s := range ss {
+		s.close()
+	}
+	f.link.close()
+}
+
+// message is one JSON-RPC message as it arrives.
+type message struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id,omitempty"`
+	Method  string          `json:"method,omitempty"`
+	Params  json.RawMessage `json:"params,omitempty"`
+	Result  json.RawMessage `json:"result,omitempty"`
+	Error   json.RawMessage `json:"error,omitempty"`
+}
+
+// isRequest reports whether m expects an answer.
+func (m *message) isRequest() bool {
+	return m.Method != "" && len(m.ID) > 0 && string(m.ID) != "null"
+}
+
+// rpcError is a JSON-RPC error object.
+type rpcError struct {
+	Code    int    `json:"code"`
+	Message string `json:"message"`
+	Data    any    `json:"data,omitempty"`
+}
+
+type response struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Result  any             `json:"result,omitempty"`
+	Error   *rpcError       `json:"error,omitempty"`
+}
+
+func errorResponse(id json.RawMessage, code int, msg string, data any) []byte {
+	if len(id) == 0 {
+		id = json.RawMessage("null")
+	}
+	b, _ := json.Marshal(response{JSONRPC: "2.0", ID: id, Error: &rpcError{Code: code, Message: msg, Data: data}})
+	return b
+}
+
+func resultResponse(id json.RawMessage, result any) []byte {
+	b, err := json.Marshal(response{JSONRPC: "2.0", ID: id, Result: result})
+	if err != nil {
+		return errorResponse(id, -32603, "encode result: "+err.Error(), nil)
+	}
+	return b
+}
+
+// handle answers one raw message (or batch) from session s. It returns
+// nil when nothing is to be sent back (notifications and responses).
+func (f *Facade) handle(ctx context.Context, s *session, raw []byte) []byte {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) > 0 && raw[0] == '[' {
+		var batch []json.RawMessage
+		if err := json.Unmarshal(raw, &batch); err != nil || len(batch) == 0 {
+			return errorResponse(nil, -32700, "parse error: a batch must be a non-empty JSON array of messages", nil)
+		}
+		var out []json.RawMessage
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		for _, m := range batch {
+			wg.Go(func() {
+				if r := f.handleOne(ctx, s, m); r != nil {
+					mu.Lock()
+					out = append(out, r)
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		if len(out) == 0 {
+			return nil
+		}
+		b, _ := json.Marshal(out)
+		return b
+	}
+	return f.handleOne(ctx, s, raw)
+}
+
+func (f *Facade) handleOne(ctx context.Context, s *session, raw []byte) []byte {
+	var m message
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return errorResponse(nil, -32700, "parse error: "+err.Error(), nil)
+	}
+	if m.JSONRPC != "2.0" {
+		return errorResponse(m.ID, -32600, `invalid request: "jsonrpc" must be "2.0"`, nil)
+	}
+	if m.Method == "" {
+		// A response to a server request; this server sends none.
+		return nil
+	}
+	if !m.isRequest() {
+		if m.Method == string(mcp.MethodNotificationCancelled) {
+			var p struct {
+				RequestID json.RawMessage `json:"requestId"`
+			}
+			if json.Unmarshal(m.Params, &p) == nil {
+				s.cancelRequest(p.RequestID)
+			}
+		}
+		f.mcp.HandleMessage(f.mcp.WithContext(ctx, s), raw)
+		return nil
+	}
+
+	switch m.Method {
+	case string(mcp.MethodResourcesList):
+		return f.intercept(ctx, s, m, f.resourcesList)
+	case string(mcp.MethodResourcesTemplatesList):
+		return f.intercept(ctx, s, m, f.resourceTemplates)
+	case string(mcp.MethodResourcesRead):
+		return f.intercept(ctx, s, m, f.resourcesRead)
+	case string(mcp.MethodResourcesSubscribe):
+		return f.intercept(ctx, s, m, s.subscribeRequest)
+	case string(mcp.MethodResourcesUnsubscribe):
+		return f.intercept(ctx, s, m, s.unsubscribeRequest)
+	case string(mcp.MethodServerDiscover), string(mcp.MethodSubscriptionsListen):
+		// The stateless protocol revision has no resources/subscribe; a
+		// client that probes for it falls back to the initialize handshake.
+		return errorResponse(m.ID, -32601, fmt.Sprintf("method %s is not supported: use the initialize handshake (protocol %s)", m.Method, mcp.LATEST_LEGACY_PROTOCOL_VERSION), nil)
+	}
+	resp := f.mcp.HandleMessage(f.mcp.WithContext(ctx, s), raw)
+	if resp == nil {
+		return nil
+	}
+	b, err := json.Marshal(resp)
+	if err != nil {
+		return errorResponse(m.ID, -32603, "encode response: "+err.Error(), nil)
+	}
+	return b
+}
+
+// resourceHandler answers one intercepted request: a result, or an error
+// already shaped for the client.
+type resourceHandler func(ctx context.Context, params json.RawMessage) (any, *rpcError)
+
+func (f *Facade) intercept(ctx context.Context, s *session, m message, h resourceHandler) []byte {
+	ctx, done := s.track(ctx, m.ID)
+	defer done()
+	result, rerr := h(ctx, m.Params)
+	if rerr != nil {
+		return errorResponse(m.ID, rerr.Code, rerr.Message, rerr.Data)
+	}
+	return resultResponse(m.ID, result)
+}
+
+// kernelRPCError turns a failed kernel call into the request error a
+// resource method answers: the message begins "kernel error:" and the
+// data keeps the kernel's code and name.
+func kernelRPCError(err error) *rpcError {
+	return &rpcError{Code: mcpCode(err), Message: kernelError(err), Data: errorData(err)}
+}
+
+func (f *Facade) resourcesList(ctx context.Context, _ json.RawMessage) (any, *rpcError) {
+	var r struct {
+		Resources []json.RawMessage `json:"resources"`
+		Warnings  []string          `json:"warnings"`
+	}
+	if err := f.link.call(ctx, "resources.list", struct{}{}, &r); err != nil {
+		return nil, kernelRPCError(err)
+	}
+	out := map[string]any{"resources": nonNilRaw(r.Resources)}
+	if len(r.Warnings) > 0 {
+		// A family that failed to list must not hide the others; say which.
+		out["_meta"] = map[string]any{metaPrefix + "warnings": r.Warnings}
+	}
+	return out, nil
+}
+
+func (f *Facade) resourceTemplates(ctx context.Context, _ json.RawMessage) (any, *rpcError) {
+	var r struct {
+		ResourceTemplates []json.RawMessage `json:"resourceTemplates"`
+	}
+	if err := f.link.call(ctx, "resources.templates", struct{}{}, &r); err != nil {
+		return nil, kernelRPCError(err)
+	}
+	return map[string]any{"resourceTemplates": nonNilRaw(r.ResourceTemplates)}, nil
+}
+
+// metaPrefix namespaces the facade's keys in MCP _meta objects.
+const metaPrefix = "sh.shoal/"
+
+// readEnvelope is a resources/read result: MCP's contents plus
+// structuredContent beside them, the machine value.
+type readEnvelope struct {
+	Contents          []readContent   `json:"contents"`
+	StructuredContent json.RawMessage `json:"structuredContent,omitempty"`
+	Meta              map[string]any  `json:"_meta,omitempty"`
+}
+
+type readContent struct {
+	URI      string `json:"uri"`
+	MimeType string `json:"mimeType"`
+	Text     string `json:"text"`
+}
+
+// kernelRead is the kernel's answer to resources.read and value.get.
+type kernelRead struct {
+	Contents          []readContent   `json:"contents"`
+	StructuredContent json.RawMessage `json:"structuredContent"`
+	Ref               string          `json:"ref"`
+	Elided            bool            `json:"elided"`
+	Marks             []string        `json:"marks"`
+}
+
+func (f *Facade) resourcesRead(ctx context.Context, params json.RawMessage) (any, *rpcError) {
+	var p struct {
+		URI string `json:"uri"`
+	}
+	if err := json.Unmarshal(params, &p); err != nil || p.URI == "" {
+		return nil, &rpcError{Code: -32602, Message: `resources/read needs params {"uri": "shoal://…"}`}
+	}
+	var r kernelRead
+	if err := f.link.call(ctx, "resources.read", map[string]string{"uri": p.URI}, &r); err != nil {
+		return nil, kernelRPCError(err)
+	}
+	env := readEnvelope{Contents: r.Contents, StructuredContent: r.StructuredContent}
+	if env.Contents == nil {
+		env.Contents = []readContent{}
+	}
+	for i := range env.Contents {
+		env.Contents[i].Text = capText(env.Contents[i].Text)
+	}
+	env.Meta = readMeta(&r)
+	return env, nil
+}
+
+// readMeta carries what the kernel says about a read beyond the envelope
+// (elision, marks such as secret-derived values) in _meta, so the
+// envelope itself stays contents plus structuredContent.
+func readMeta(r *kernelRead) map[string]any {
+	if !r.Elided && len(r.Marks) == 0 {
+		return nil
+	}
+	m := map[string]any{}
+	if r.Elided {
+		m[metaPrefix+"elided"] = true
+	}
+	if len(r.Marks) > 0 {
+		m[metaPrefix+"marks"] = r.Marks
+	}
+	return m
+}
+
+func nonNilRaw(v []json.RawMessage) []json.RawMessage {
+	if v == nil {
+		return []json.RawMessage{}
+	}
+	return v
+}

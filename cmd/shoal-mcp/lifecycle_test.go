@@ -1,0 +1,184 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestBackgroundKernel: the first facade starts a kernel in the
+// background; it outlives that facade, so the next one finds the running
+// task; with nothing left to do it exits after --idle-exit.
+func TestBackgroundKernel(t *testing.T) {
+	sd := newStateDir(t)
+	gate := filepath.Join(sd.dir, "gate")
+	t.Cleanup(func() { os.WriteFile(gate, nil, 0o600) })
+
+	p1 := startStdio(t, sd, "agent:test", "--idle-exit", "1s")
+	m, _ := p1.callOK("shoal_exec", map[string]any{"source": fmt.Sprintf("while [ ! -e %s ]; do sleep 0.02; done; echo survived", gate), "background": true})
+	taskURI := m["task_uri"].(string)
+	probe := sd.dial(t, "human:test", nil)
+	pid := sd.status(t, probe).PID
+	probe.Close()
+	p1.close()
+
+	p2 := startStdio(t, sd, "agent:test")
+	env := p2.read(taskURI)
+	if !strings.Contains(string(env.StructuredContent), `"running"`) {
+		t.Errorf("the new facade sees the task as %s, want running", env.StructuredContent)
+	}
+	var uris []string
+	for _, r := range listResources(t, p2) {
+		uris = append(uris, r.URI)
+	}
+	if !slices.Contains(uris, taskURI) {
+		t.Errorf("resources/list of the new facade lacks %s", taskURI)
+	}
+	probe = sd.dial(t, "human:test", nil)
+	if got := sd.status(t, probe).PID; got != pid {
+		t.Errorf("second facade reached kernel %d, want the first one's %d", got, pid)
+	}
+	probe.Close()
+
+	os.WriteFile(gate, nil, 0o600)
+	p2.callOK("shoal_wait", map[string]any{"target": taskURI, "timeout_ms": 60000})
+	if out := p2.read(taskURI + "/out?path=.stdout"); !strings.Contains(string(out.StructuredContent), "survived") {
+		t.Errorf("task output %s", out.StructuredContent)
+	}
+	p2.close()
+
+	// No connection, task or PTY: the kernel leaves after its idle time.
+	// (Polling the socket would be a connection and keep it alive.)
+	if !waitFor(waitLong, func() bool { return !processAlive(pid) }) || socketAnswers(sd.socket()) {
+		log, _ := os.ReadFile(filepath.Join(sd.dir, logName))
+		t.Fatalf("kernel %d still running after idle exit; kernel.log:\n%s", pid, log)
+	}
+	log, _ := os.ReadFile(filepath.Join(sd.dir, logName))
+	if !bytes.Contains(log, []byte("idle exit")) {
+		t.Errorf("kernel.log does not record the idle exit:\n%s", log)
+	}
+}
+
+// TestInProcess: the kernel runs inside the facade and ends with it.
+func TestInProcess(t *testing.T) {
+	sd := newStateDir(t)
+	p := startStdio(t, sd, "agent:test", "--in-process")
+	m, text := p.callOK("shoal_exec", map[string]any{"source": "echo inside"})
+	if m["ok"] != true || !strings.Contains(text, "inside") {
+		t.Fatalf("exec: %v %q", m, text)
+	}
+	probe := sd.dial(t, "human:test", nil)
+	pid := sd.status(t, probe).PID
+	probe.Close()
+	cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if !bytes.Contains(cmdline, []byte("--in-process")) || bytes.Contains(cmdline, []byte(kernelMode)) {
+		t.Errorf("kernel pid %d runs %q, want the facade itself", pid, bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '}))
+	}
+	p.close()
+	if !waitFor(waitLong, func() bool { return !socketAnswers(sd.socket()) }) {
+		t.Error("the in-process kernel outlived its facade")
+	}
+	if _, err := os.Stat(filepath.Join(sd.dir, logName)); err == nil {
+		t.Error("--in-process started a background kernel too")
+	}
+}
+
+// TestStartRace: two facades starting at once on a fresh state directory
+// end up on one kernel.
+func TestStartRace(t *testing.T) {
+	sd := newStateDir(t)
+	peers := make([]*mcpPeer, 2)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var errs []string
+	for i := range peers {
+		wg.Go(func() {
+			st := &syncBuffer{}
+			p, err := connectStdio(sd, fmt.Sprintf("agent:racer%d", i), st)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, fmt.Sprintf("facade %d: %v\n%s", i, err, st.String()))
+				return
+			}
+			peers[i] = p
+		})
+	}
+	wg.Wait()
+	for _, p := range peers {
+		if p != nil {
+			p.adopt(t)
+		}
+	}
+	if len(errs) > 0 {
+		t.Fatal(strings.Join(errs, "\n"))
+	}
+	for i, p := range peers {
+		if m, _ := p.callOK("shoal_exec", map[string]any{"source": fmt.Sprintf("echo racer%d", i)}); m["ok"] != true {
+			t.Errorf("facade %d exec: %v", i, m)
+		}
+	}
+	log, _ := os.ReadFile(filepath.Join(sd.dir, logName))
+	if n := bytes.Count(log, []byte("kernel serving")); n != 1 {
+		t.Errorf("%d kernels served, want 1:\n%s", n, log)
+	}
+}
+
+// TestUsageErrors: bad flags exit 2 without starting anything.
+func TestUsageErrors(t *testing.T) {
+	sd := newStateDir(t)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--http", "0.0.0.0:0"}, "--allow-remote"},
+		{[]string{"--http", "nonsense"}, "HOST:PORT"},
+		{[]string{"--allow-remote"}, "--http"},
+		{[]string{"--bogus"}, "bogus"},
+		{[]string{"extra"}, "flags only"},
+	} {
+		cmd := exec.Command(facadeBin, append([]string{"--state-dir", sd.dir}, tc.args...)...)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		ee, ok := err.(*exec.ExitError)
+		if !ok || ee.ExitCode() != 2 || !strings.Contains(stderr.String(), tc.want) {
+			t.Errorf("%v: %v, stderr %q; want exit 2 mentioning %q", tc.args, err, stderr.String(), tc.want)
+		}
+	}
+	if socketAnswers(sd.socket()) {
+		t.Error("a usage error started a kernel")
+	}
+}
+
+// TestKernelStartFailure: when the background kernel cannot start, the
+// facade says why, with the kernel log's tail.
+func TestKernelStartFailure(t *testing.T) {
+	sd := newStateDir(t)
+	// A broken config makes the kernel refuse to start.
+	if err := os.WriteFile(filepath.Join(sd.dir, "config.toml"), []byte("this is [not toml"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(facadeBin, "--state-dir", sd.dir)
+	cmd.Stdin = strings.NewReader("")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	done := make(chan error, 1)
+	go func() { done <- cmd.Run() }()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(stderr.String(), "did not come up") || !strings.Contains(stderr.String(), "kernel.log") {
+			t.Errorf("exit %v, stderr %q; want a failure quoting the kernel log", err, stderr.String())
+		}
+	case <-time.After(2 * waitLong):
+		cmd.Process.Kill()
+		t.Fatal("facade hung on a kernel that cannot start")
+	}
+}

@@ -1,0 +1,131 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+)
+
+// maxMessage bounds one incoming MCP message.
+const maxMessage = 16 << 20
+
+// lineWriter writes newline-delimited JSON messages, one at a time.
+type lineWriter struct {
+	mu  sync.Mutex
+	w   *bufio.Writer
+	err error
+}
+
+func (lw *lineWriter) write(b []byte) error {
+	lw.mu.Lock()
+	defer lw.mu.Unlock()
+	if lw.err != nil {
+		return lw.err
+	}
+	// A message must stay on one line; encoding/json never emits raw
+	// newlines, but a pass-through message could carry indentation.
+	if bytes.IndexByte(b, '\n') >= 0 {
+		b = bytes.ReplaceAll(b, []byte("\n"), nil)
+	}
+	lw.w.Write(b)
+	lw.w.WriteByte('\n')
+	lw.err = lw.w.Flush()
+	return lw.err
+}
+
+// serveStdio serves one MCP session on newline-delimited JSON over stdin
+// and stdout. Requests run concurrently, so a long shoal_wait does not
+// hold up a ping; responses may come back in any order (JSON-RPC ids pair
+// them). It returns when stdin ends or ctx is cancelled, after ending the
+// session's subscriptions and kernel connections.
+func serveStdio(ctx context.Context, f *Facade, stdin io.Reader, stdout io.Writer) error {
+	s := f.newSession()
+	var wg sync.WaitGroup
+	defer func() {
+		// Ending the session cancels the requests still running, so
+		// waiting for them is short.
+		s.close()
+		wg.Wait()
+	}()
+	out := &lineWriter{w: bufio.NewWriter(stdout)}
+
+	writerDone := make(chan struct{})
+	go func() {
+		defer close(writerDone)
+		for {
+			select {
+			case b := <-s.outbox:
+				if out.write(b) != nil {
+					s.cancel()
+					return
+				}
+			case <-s.Done():
+				return
+			}
+		}
+	}()
+
+	lines := make(chan []byte)
+	readErr := make(chan error, 1)
+	go func() {
+		r := bufio.NewReaderSize(stdin, 64<<10)
+		for {
+			line, err := readLine(r)
+			if len(bytes.TrimSpace(line)) > 0 {
+				select {
+				case lines <- line:
+				case <-s.Done():
+					return
+				}
+			}
+			if err != nil {
+				readErr <- err
+				return
+			}
+		}
+	}()
+
+	for {
+		select {
+		case line := <-lines:
+			wg.Go(func() {
+				if resp := f.handle(s.ctx, s, line); resp != nil {
+					if out.write(resp) != nil {
+						s.cancel()
+					}
+				}
+			})
+		case err := <-readErr:
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return fmt.Errorf("read stdin: %w", err)
+		case <-ctx.Done():
+			return nil
+		case <-s.Done():
+			<-writerDone
+			return fmt.Errorf("write stdout: %w", out.err)
+		}
+	}
+}
+
+// readLine reads one line of at most maxMessage bytes (without the
+// newline). A longer line is an error: the stream cannot be resynced.
+func readLine(r *bufio.Reader) ([]byte, error) {
+	var line []byte
+	for {
+		chunk, err := r.ReadSlice('\n')
+		line = append(line, chunk...)
+		if len(line) > maxMessage {
+			return nil, fmt.Errorf("a message is longer than %d bytes", maxMessage)
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		return bytes.TrimRight(line, "\r\n"), err
+	}
+}

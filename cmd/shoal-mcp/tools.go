@@ -1,0 +1,712 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/shoal-sh/shoal/core/render"
+	"github.com/shoal-sh/shoal/core/rpc"
+)
+
+// defaultExecTimeout applies when shoal_exec names no timeout_ms. MCP
+// clients give up on a request after a while (often 60 s); returning a
+// task ref before that beats a client-side timeout that loses the run.
+const defaultExecTimeout = 45 * time.Second
+
+// toolDef is one tool: its advertised shape and its handler.
+type toolDef struct {
+	name, description string
+	input, output     string
+	readOnly          bool
+	destructive       bool
+	handler           server.ToolHandlerFunc
+}
+
+func (f *Facade) addTools() {
+	for _, t := range f.toolDefs() {
+		tool := mcp.NewToolWithRawSchema(t.name, t.description, json.RawMessage(t.input))
+		tool.RawOutputSchema = json.RawMessage(t.output)
+		tool.Annotations = mcp.ToolAnnotation{
+			ReadOnlyHint:    mcp.ToBoolPtr(t.readOnly),
+			DestructiveHint: mcp.ToBoolPtr(t.destructive),
+			IdempotentHint:  mcp.ToBoolPtr(t.readOnly),
+			OpenWorldHint:   mcp.ToBoolPtr(!t.readOnly),
+		}
+		f.mcp.AddTool(tool, t.handler)
+	}
+}
+
+// Schemas shared by several tools.
+const (
+	execOutput = `{
+  "type": "object",
+  "properties": {
+    "ref": {"type": "string", "description": "out:N, the transcript entry that keeps the complete value"},
+    "uri": {"type": "string", "description": "shoal://out/N, the same entry as a resource"},
+    "ok": {"type": ["boolean", "null"], "description": "true when the run succeeded; null while it runs as a task"},
+    "exit": {"type": ["integer", "null"], "description": "exit status; null while it runs as a task"},
+    "state": {"type": "string", "enum": ["completed", "failed", "running"]},
+    "duration_ns": {"type": "integer"},
+    "effects": {"type": "array", "items": {"type": "string"}, "description": "what the run did: fs.read, fs.write, proc.spawn, net, …"},
+    "preview": {"description": "bounded typed-JSON preview of the value"},
+    "val_ref": {"type": "string", "description": "val:blake3:<hex> when the value lives in the content store"},
+    "task": {"type": "string", "description": "task:N when the run continues in the background"},
+    "task_uri": {"type": "string"},
+    "marks": {"type": "array", "items": {"type": "string"}}
+  },
+  "required": ["ref", "uri", "ok", "exit"]
+}`
+	screenOutput = `{
+  "type": "object",
+  "properties": {
+    "pty": {"type": "string", "description": "pty:N"},
+    "uri": {"type": "string", "description": "shoal://pty/N"},
+    "command": {"type": "string"},
+    "lines": {"type": "array", "items": {"type": "string"}, "description": "one string per screen row"},
+    "cursor": {"type": "object"},
+    "cols": {"type": "integer"},
+    "rows": {"type": "integer"},
+    "alive": {"type": "boolean"},
+    "exit": {"type": ["integer", "null"]},
+    "change": {"type": "integer", "description": "grows whenever the screen changed"}
+  },
+  "required": ["pty"]
+}`
+	ptyArg = `"pty": {"type": "string", "description": "The terminal's id as shoal_pty_open returned it, e.g. \"pty:3\"."}`
+)
+
+func (f *Facade) toolDefs() []toolDef {
+	return []toolDef{
+		{
+			name: "shoal_exec",
+			description: `Run shell source (bash syntax) in the persistent Shoal session. The working directory, environment, variables and functions carry over between calls. Returns a short preview and a ref (out:N) that keeps the complete value: to see more of a big result, call shoal_get on the ref with path/slice rather than running the command again.
+
+A command that exits non-zero is a normal result with ok:false and its exit status. Past timeout_ms (default 45000) the call returns with task:N while the run continues: shoal_wait {"target":"task:N"} waits for it, then shoal_get {"target":"out:N"} reads the value. background:true returns the task at once.
+
+Sources the policy marks ask or deny (recursive deletes, installs, sudo, …) are refused: use shoal_plan, then shoal_apply.`,
+			input: `{
+  "type": "object",
+  "properties": {
+    "source": {"type": "string", "description": "Shell source, e.g. \"ls -la\", \"go test ./... 2>&1 | tail -20\", \"open package.json | jq .scripts\"."},
+    "timeout_ms": {"type": "integer", "minimum": 1, "description": "Milliseconds to wait before returning a task ref instead (the run is not killed). Default 45000."},
+    "background": {"type": "boolean", "description": "Start as a task and return immediately."}
+  },
+  "required": ["source"],
+  "additionalProperties": false
+}`,
+			output:      execOutput,
+			destructive: true,
+			handler:     f.toolExec,
+		},
+		{
+			name: "shoal_get",
+			description: `Read a value or record by ref or URI without re-running anything: out:17 (an execution's value), task:9, val:blake3:<hex>, plan:<hex>, pty:3, or any shoal:// URI (shoal://out/17, shoal://task/9/out, shoal://journal?head=git&limit=20, shoal://events/journal?since=81, shoal://session/cwd).
+
+Big values come back elided with a note saying what was cut. Drill down instead of re-running: path selects inside the value (.name, ."a b", [3], [-1], chained like .rows[0].name), then slice pages it (0..50, 50..100; items of a list, rows of a table, characters of a string). elide sets a display budget such as {"max_rows": 20}.`,
+			input: `{
+  "type": "object",
+  "properties": {
+    "target": {"type": "string", "description": "A short ref (out:17, task:9, val:blake3:<hex>, plan:<hex>, pty:3) or a shoal:// URI."},
+    "path": {"type": "string", "description": "Selector applied first: .field, .\"quoted field\", [index], [-1] from the end, chained (.rows[0].name). No expressions."},
+    "slice": {"type": "string", "pattern": "^[0-9]+\\.\\.[0-9]+$", "description": "a..b, end exclusive, applied after path, e.g. 0..100."},
+    "elide": {"type": ["object", "string"], "description": "Display budget, e.g. {\"max_rows\": 20, \"max_items\": 50, \"max_string\": 2000, \"max_depth\": 4}."}
+  },
+  "required": ["target"],
+  "additionalProperties": false
+}`,
+			output: `{
+  "type": "object",
+  "properties": {
+    "uri": {"type": "string", "description": "the URI that was read"},
+    "ref": {"type": "string"},
+    "mimeType": {"type": "string"},
+    "value": {"description": "the value (typed JSON with a \"$\" tag) or record read"},
+    "elided": {"type": "boolean", "description": "true when the value was cut to fit; page with path/slice"},
+    "marks": {"type": "array", "items": {"type": "string"}}
+  },
+  "required": ["uri", "value"]
+}`,
+			readOnly: true,
+			handler:  f.toolGet,
+		},
+		{
+			name:        "shoal_plan",
+			description: `Analyse shell source without running it: the effects it would have (files written or deleted, processes, network), whether it can be undone, estimates, and the policy verdict (allow, ask, deny) with its approval state. Use it before anything destructive, and whenever shoal_exec was refused by policy. Returns a plan ref (plan:<hex>) for shoal_apply. A plan whose verdict is ask runs only after a human approves it (shoal plan approve <ref>).`,
+			input: `{
+  "type": "object",
+  "properties": {
+    "source": {"type": "string", "description": "Shell source to analyse, e.g. \"rm -rf build/\"."}
+  },
+  "required": ["source"],
+  "additionalProperties": false
+}`,
+			output: `{
+  "type": "object",
+  "properties": {
+    "ref": {"type": "string", "description": "plan:<hex>, for shoal_apply"},
+    "uri": {"type": "string"},
+    "effects": {"type": "array"},
+    "reversible": {"type": "boolean"},
+    "verdict": {"type": "string", "enum": ["allow", "ask", "deny"]},
+    "approval": {"type": "string"}
+  },
+  "required": ["ref", "effects", "reversible", "verdict", "approval"]
+}`,
+			readOnly: true,
+			handler:  f.toolPlan,
+		},
+		{
+			name:        "shoal_apply",
+			description: `Run a plan made by shoal_plan, once. Works when its verdict is allow, or ask and a human approved it; otherwise it says what is missing. Returns the same result as shoal_exec (ref out:N, ok, exit, preview).`,
+			input: `{
+  "type": "object",
+  "properties": {
+    "plan": {"type": "string", "description": "The plan ref, e.g. \"plan:3f9a1c\"."}
+  },
+  "required": ["plan"],
+  "additionalProperties": false
+}`,
+			output:      execOutput,
+			destructive: true,
+			handler:     f.toolApply,
+		},
+		{
+			name:        "shoal_pty_open",
+			description: `Start an interactive program (a REPL, an editor, top, ssh, a TUI) in a terminal of its own and return its first screen. The terminal (pty:N) stays open between calls: type with shoal_pty_write, look with shoal_pty_read, end with shoal_pty_close. For ordinary commands use shoal_exec instead.`,
+			input: `{
+  "type": "object",
+  "properties": {
+    "command": {"type": "string", "description": "Shell command to run in the terminal, e.g. \"python3\" or \"htop\"."},
+    "cols": {"type": "integer", "minimum": 10, "maximum": 1000, "description": "Width in columns (default 80)."},
+    "rows": {"type": "integer", "minimum": 2, "maximum": 500, "description": "Height in rows (default 24)."}
+  },
+  "required": ["command"],
+  "additionalProperties": false
+}`,
+			output:      screenOutput,
+			destructive: true,
+			handler:     f.toolPTYOpen,
+		},
+		{
+			name:        "shoal_pty_write",
+			description: `Type into a terminal opened with shoal_pty_open and return the screen after the program reacted. input is sent as is: end a line with "\n" to press Enter. keys sends named keys after the input, e.g. ["Enter"], ["Ctrl-C"], ["Up", "Enter"], ["Esc", ":", "q", "Enter"].`,
+			input: `{
+  "type": "object",
+  "properties": {
+    ` + ptyArg + `,
+    "input": {"type": "string", "description": "Text to type, e.g. \"print(2+2)\\n\". May be empty when keys are given."},
+    "keys": {"type": "array", "items": {"type": "string"}, "description": "Named keys sent after input: Enter, Tab, Esc, Backspace, Up, Down, Left, Right, Home, End, PageUp, PageDown, Ctrl-C, Ctrl-D, …"}
+  },
+  "required": ["pty", "input"],
+  "additionalProperties": false
+}`,
+			output:      screenOutput,
+			destructive: true,
+			handler:     f.toolPTYWrite,
+		},
+		{
+			name:        "shoal_pty_read",
+			description: `Show a terminal's current screen: its lines, cursor, size, and whether the program is still alive (with its exit status once it ended). To wait until the screen shows something, use shoal_wait with a pattern instead of reading in a loop.`,
+			input: `{
+  "type": "object",
+  "properties": {` + ptyArg + `},
+  "required": ["pty"],
+  "additionalProperties": false
+}`,
+			output:   screenOutput,
+			readOnly: true,
+			handler:  f.toolPTYRead,
+		},
+		{
+			name:        "shoal_pty_list",
+			description: `List this session's terminals (pty:N) with their commands, sizes and whether they are alive.`,
+			input:       `{"type": "object", "properties": {}, "additionalProperties": false}`,
+			output: `{
+  "type": "object",
+  "properties": {"ptys": {"type": "array", "items": {"type": "object"}}},
+  "required": ["ptys"]
+}`,
+			readOnly: true,
+			handler:  f.toolPTYList,
+		},
+		{
+			name:        "shoal_pty_close",
+			description: `Close a terminal: its program (and everything it started) is ended. Returns the exit status.`,
+			input: `{
+  "type": "object",
+  "properties": {` + ptyArg + `},
+  "required": ["pty"],
+  "additionalProperties": false
+}`,
+			output: `{
+  "type": "object",
+  "properties": {
+    "pty": {"type": "string"},
+    "closed": {"type": "boolean"},
+    "exit": {"type": ["integer", "null"]}
+  },
+  "required": ["pty"]
+}`,
+			destructive: true,
+			handler:     f.toolPTYClose,
+		},
+		{
+			name:        "shoal_wait",
+			description: `Block until something happens, instead of polling: a task ends (target "task:9" or "shoal://task/9"), an event channel passes a sequence number (target "shoal://events/user.build" with until: 41), or a terminal's screen matches a regular expression (target "pty:3" with pattern: "\\$ $"). Returns satisfied:true, or timed_out:true after timeout_ms — then call it again to keep waiting. Keep timeout_ms below your client's request timeout (often 60000).`,
+			input: `{
+  "type": "object",
+  "properties": {
+    "target": {"type": "string", "description": "task:N, shoal://task/N, shoal://events/{channel}, or pty:N."},
+    "until": {"type": "integer", "minimum": 0, "description": "For an events channel: wait until an event with a seq greater than or equal to this exists."},
+    "pattern": {"type": "string", "description": "For a terminal: a regular expression (RE2) the screen text must match."},
+    "timeout_ms": {"type": "integer", "minimum": 1, "maximum": 600000, "description": "How long to wait at most."}
+  },
+  "required": ["target", "timeout_ms"],
+  "additionalProperties": false
+}`,
+			output: `{
+  "type": "object",
+  "properties": {
+    "target": {"type": "string"},
+    "satisfied": {"type": "boolean"},
+    "timed_out": {"type": "boolean"},
+    "state": {"description": "the target's state when the wait ended: a task record, a screen, or a channel position"}
+  },
+  "required": ["target", "satisfied", "timed_out"]
+}`,
+			readOnly: true,
+			handler:  f.toolWait,
+		},
+	}
+}
+
+// toolFailure is a tool result with isError: the call could not do its
+// work, and the text says why and what to do about it.
+func toolFailure(err error) *mcp.CallToolResult {
+	text := kernelError(err)
+	if hint := nextStep(err); hint != "" {
+		text += "\n" + hint
+	}
+	return mcp.NewToolResultError(capText(text))
+}
+
+// nextStep suggests the tool call that gets a model past a kernel error.
+func nextStep(err error) string {
+	var re *rpc.Error
+	if !errors.As(err, &re) {
+		return ""
+	}
+	switch re.Code {
+	case rpc.PolicyRefused:
+		return `Next: shoal_plan {"source": …} shows the effects and the verdict; once the plan is allowed, or a human approved it (shoal plan approve <ref>), shoal_apply {"plan": <ref>} runs it.`
+	case rpc.PlanNotApproved:
+		return "Next: a human approves it with `shoal plan approve <ref>`, or plan a narrower command."
+	case rpc.PlanStale:
+		return "Next: call shoal_plan again for the current state, then shoal_apply the new ref."
+	case rpc.UnknownPTY:
+		return "Next: shoal_pty_list shows the open terminals; shoal_pty_open starts a new one."
+	case rpc.BadPath:
+		return "Next: read the target without path (or with a shorter one) to see its shape."
+	}
+	return ""
+}
+
+// structured decodes a kernel answer into the object a tool returns as
+// structuredContent.
+func structured(raw json.RawMessage) (map[string]any, error) {
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, fmt.Errorf("kernel answer is not a JSON object: %w", err)
+	}
+	return m, nil
+}
+
+// result is a successful tool result: text for the model, the object for
+// machines.
+func result(text string, obj any) *mcp.CallToolResult {
+	return mcp.NewToolResultStructured(obj, capText(text))
+}
+
+// call makes a kernel call for a tool and decodes the answer as an object.
+func (f *Facade) callObject(ctx context.Context, method string, params any) (map[string]any, json.RawMessage, error) {
+	var raw json.RawMessage
+	if err := f.link.call(ctx, method, params, &raw); err != nil {
+		return nil, nil, err
+	}
+	m, err := structured(raw)
+	return m, raw, err
+}
+
+func bind(req mcp.CallToolRequest, v any) *mcp.CallToolResult {
+	if err := req.BindArguments(v); err != nil {
+		return mcp.NewToolResultError(fmt.Sprintf("bad arguments for %s: %v; see the tool's input schema", req.Params.Name, err))
+	}
+	return nil
+}
+
+func (f *Facade) toolExec(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	var a struct {
+		Source     string `json:"source"`
+		TimeoutMS  *int64 `json:"timeout_ms"`
+		Background bool   `json:"background"`
+	}
+	if r := bind(req, &a); r != nil {
+		return r, nil
+	}
+	timeout := defaultExecTimeout.Milliseconds()
+	if a.TimeoutMS != nil {
+		timeout = *a.TimeoutMS
+	}
+	return f.execLike(ctx, "exec", map[string]any{"source": a.Source, "timeout_ms": timeout, "background": a.Background})
+}
+
+func (f *Facade) toolApply(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	var a struct {
+		Plan string `json:"plan"`
+	}
+	if r := bind(req, &a); r != nil {
+		return r, nil
+	}
+	return f.execLike(ctx, "plan.apply", map[string]any{"ref": a.Plan})
+}
+
+// execLike runs exec or plan.apply and shapes their common reply.
+func (f *Facade) execLike(ctx context.Context, method string, params any) (*mcp.CallToolResult, error) {
+	m, _, err := f.callObject(ctx, method, params)
+	if err != nil {
+		return toolFailure(err), nil
+	}
+	text := execText(m)
+	// The preview text is the result's text; the object keeps the typed
+	// preview and everything else.
+	delete(m, "preview_text")
+	return result(text, m), nil
+}
+
+// execText is an execution reply as a model reads it: one status line,
+// then the preview.
+func execText(m map[string]any) string {
+	ref, _ := m["ref"].(string)
+	task, _ := m["task"].(string)
+	state, _ := m["state"].(string)
+	if state == "" {
+		switch {
+		case task != "" && m["exit"] == nil:
+			state = "running"
+		case m["ok"] == true:
+			state = "completed"
+		default:
+			state = "failed"
+		}
+	}
+	var b strings.Builder
+	switch state {
+	case "running":
+		fmt.Fprintf(&b, "%s running as %s. shoal_wait {\"target\":%q, \"timeout_ms\":30000} waits for it; shoal_get {\"target\":%q} then reads its value.", ref, task, task, ref)
+	default:
+		status := "ok"
+		if m["ok"] != true {
+			status = "failed"
+		}
+		fmt.Fprintf(&b, "%s %s", ref, status)
+		if exit, ok := m["exit"].(float64); ok {
+			fmt.Fprintf(&b, ", exit %d", int(exit))
+		}
+		if ns, ok := m["duration_ns"].(float64); ok {
+			fmt.Fprintf(&b, ", %s", time.Duration(ns).Round(time.Microsecond*100))
+		}
+		if task != "" {
+			fmt.Fprintf(&b, ", as %s", task)
+		}
+	}
+	if effects := strings.Join(stringList(m["effects"]), ", "); effects != "" {
+		fmt.Fprintf(&b, "\neffects: %s", effects)
+	}
+	if v, _ := m["val_ref"].(string); v != "" {
+		fmt.Fprintf(&b, "\nvalue stored as %s", v)
+	}
+	if marks := strings.Join(stringList(m["marks"]), ", "); marks != "" {
+		fmt.Fprintf(&b, "\nmarks: %s", marks)
+	}
+	if p, _ := m["preview_text"].(string); p != "" {
+		b.WriteString("\n")
+		b.WriteString(p)
+	}
+	return b.String()
+}
+
+func stringList(v any) []string {
+	list, _ := v.([]any)
+	out := make([]string, 0, len(list))
+	for _, x := range list {
+		switch x := x.(type) {
+		case string:
+			out = append(out, x)
+		default:
+			b, _ := json.Marshal(x)
+			out = append(out, string(b))
+		}
+	}
+	return out
+}
+
+func (f *Facade) toolGet(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	var a struct {
+		Target string          `json:"target"`
+		Path   *string         `json:"path"`
+		Slice  *string         `json:"slice"`
+		Elide  json.RawMessage `json:"elide"`
+	}
+	if r := bind(req, &a); r != nil {
+		return r, nil
+	}
+	p := map[string]any{"target": a.Target}
+	if a.Path != nil {
+		p["path"] = *a.Path
+	}
+	if a.Slice != nil {
+		p["slice"] = *a.Slice
+	}
+	if len(a.Elide) > 0 && string(a.Elide) != "null" {
+		p["elide"] = a.Elide
+	}
+	var r kernelRead
+	if err := f.link.call(ctx, "value.get", p, &r); err != nil {
+		return toolFailure(err), nil
+	}
+	obj := map[string]any{"value": r.StructuredContent}
+	if r.StructuredContent == nil {
+		obj["value"] = nil
+	}
+	var text string
+	if len(r.Contents) > 0 {
+		c := r.Contents[0]
+		obj["uri"], obj["mimeType"], text = c.URI, c.MimeType, c.Text
+	} else {
+		obj["uri"] = a.Target
+	}
+	if r.Ref != "" {
+		obj["ref"] = r.Ref
+	}
+	if r.Elided {
+		obj["elided"] = true
+	}
+	if len(r.Marks) > 0 {
+		obj["marks"] = r.Marks
+		text = "marks: " + strings.Join(r.Marks, ", ") + "\n" + text
+	}
+	return result(text, obj), nil
+}
+
+func (f *Facade) toolPlan(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	var a struct {
+		Source string `json:"source"`
+	}
+	if r := bind(req, &a); r != nil {
+		return r, nil
+	}
+	m, raw, err := f.callObject(ctx, "plan.create", map[string]any{"source": a.Source})
+	if err != nil {
+		return toolFailure(err), nil
+	}
+	ref, _ := m["ref"].(string)
+	verdict, _ := m["verdict"].(string)
+	approval, _ := m["approval"].(string)
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s verdict %s, approval %s, reversible %v\n", ref, verdict, approval, m["reversible"])
+	if effects := strings.Join(stringList(m["effects"]), "; "); effects != "" {
+		fmt.Fprintf(&b, "effects: %s\n", effects)
+	}
+	switch {
+	case verdict == "deny" || approval == "rejected":
+		b.WriteString("It will not run: change the command.\n")
+	case verdict == "allow" || approval == "approved":
+		fmt.Fprintf(&b, "Next: shoal_apply {\"plan\": %q} runs it.\n", ref)
+	default:
+		fmt.Fprintf(&b, "Next: a human approves it (shoal plan approve %s); then shoal_apply {\"plan\": %q} runs it.\n", ref, ref)
+	}
+	b.WriteString(indentJSON(raw))
+	return result(b.String(), m), nil
+}
+
+func (f *Facade) toolPTYOpen(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	var a struct {
+		Command string `json:"command"`
+		Cols    int    `json:"cols,omitempty"`
+		Rows    int    `json:"rows,omitempty"`
+	}
+	if r := bind(req, &a); r != nil {
+		return r, nil
+	}
+	return f.screenCall(ctx, "pty.open", a)
+}
+
+func (f *Facade) toolPTYWrite(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	var a struct {
+		PTY   string   `json:"pty"`
+		Input string   `json:"input"`
+		Keys  []string `json:"keys,omitempty"`
+	}
+	if r := bind(req, &a); r != nil {
+		return r, nil
+	}
+	return f.screenCall(ctx, "pty.write", a)
+}
+
+func (f *Facade) toolPTYRead(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	var a struct {
+		PTY string `json:"pty"`
+	}
+	if r := bind(req, &a); r != nil {
+		return r, nil
+	}
+	return f.screenCall(ctx, "pty.read", a)
+}
+
+func (f *Facade) screenCall(ctx context.Context, method string, params any) (*mcp.CallToolResult, error) {
+	m, _, err := f.callObject(ctx, method, params)
+	if err != nil {
+		return toolFailure(err), nil
+	}
+	return result(screenText(m), m), nil
+}
+
+// screenText shows a terminal screen: a status line, then its rows.
+func screenText(m map[string]any) string {
+	var b strings.Builder
+	pty, _ := m["pty"].(string)
+	cmd, _ := m["command"].(string)
+	fmt.Fprintf(&b, "%s", pty)
+	if cmd != "" {
+		fmt.Fprintf(&b, " %q", cmd)
+	}
+	if c, ok := m["cols"].(float64); ok {
+		fmt.Fprintf(&b, " %dx%v", int(c), m["rows"])
+	}
+	if m["alive"] == true {
+		b.WriteString(" alive")
+	} else if exit, ok := m["exit"].(float64); ok {
+		fmt.Fprintf(&b, " exited %d", int(exit))
+	} else {
+		b.WriteString(" ended")
+	}
+	if cur, ok := m["cursor"].(map[string]any); ok {
+		fmt.Fprintf(&b, ", cursor row %v col %v", cur["row"], cur["col"])
+	}
+	lines := stringList(m["lines"])
+	for len(lines) > 0 && strings.TrimSpace(lines[len(lines)-1]) == "" {
+		lines = lines[:len(lines)-1]
+	}
+	b.WriteString("\n")
+	b.WriteString(strings.Join(lines, "\n"))
+	return b.String()
+}
+
+func (f *Facade) toolPTYList(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	m, _, err := f.callObject(ctx, "pty.list", struct{}{})
+	if err != nil {
+		return toolFailure(err), nil
+	}
+	list, _ := m["ptys"].([]any)
+	if list == nil {
+		m["ptys"] = []any{}
+	}
+	var b strings.Builder
+	if len(list) == 0 {
+		b.WriteString("no terminals open; shoal_pty_open starts one")
+	}
+	for i, x := range list {
+		p, _ := x.(map[string]any)
+		if i > 0 {
+			b.WriteString("\n")
+		}
+		state := "alive"
+		if p["alive"] != true {
+			state = fmt.Sprintf("ended (exit %v)", p["exit"])
+		}
+		fmt.Fprintf(&b, "%v %q %vx%v %s", p["pty"], p["command"], p["cols"], p["rows"], state)
+	}
+	return result(b.String(), m), nil
+}
+
+func (f *Facade) toolPTYClose(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	var a struct {
+		PTY string `json:"pty"`
+	}
+	if r := bind(req, &a); r != nil {
+		return r, nil
+	}
+	m, _, err := f.callObject(ctx, "pty.close", a)
+	if err != nil {
+		return toolFailure(err), nil
+	}
+	text := fmt.Sprintf("%v closed", m["pty"])
+	if exit, ok := m["exit"].(float64); ok {
+		text += fmt.Sprintf(", exit %d", int(exit))
+	}
+	return result(text, m), nil
+}
+
+func (f *Facade) toolWait(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	var a struct {
+		Target    string  `json:"target"`
+		Until     *uint64 `json:"until,omitempty"`
+		Pattern   string  `json:"pattern,omitempty"`
+		TimeoutMS int64   `json:"timeout_ms"`
+	}
+	if r := bind(req, &a); r != nil {
+		return r, nil
+	}
+	m, raw, err := f.callObject(ctx, "wait", a)
+	if err != nil {
+		return toolFailure(err), nil
+	}
+	var state struct {
+		State json.RawMessage `json:"state"`
+	}
+	_ = json.Unmarshal(raw, &state)
+	var b strings.Builder
+	if m["satisfied"] == true {
+		fmt.Fprintf(&b, "%s: done waiting", a.Target)
+	} else {
+		fmt.Fprintf(&b, "%s: timed out after %d ms; call shoal_wait again to keep waiting", a.Target, a.TimeoutMS)
+	}
+	if len(state.State) > 0 && string(state.State) != "null" {
+		b.WriteString("\n")
+		b.WriteString(indentJSON(state.State))
+	}
+	return result(b.String(), m), nil
+}
+
+// indentJSON pretty-prints a kernel answer, keeping its field order.
+func indentJSON(raw json.RawMessage) string {
+	var b bytes.Buffer
+	if err := json.Indent(&b, raw, "", "  "); err != nil {
+		return string(raw)
+	}
+	return b.String()
+}
+
+// capText bounds text shown to a model at render.TextLimit bytes, cutting
+// on a character boundary and saying so. The kernel already bounds what
+// it renders; this keeps the facade's own additions within the limit.
+func capText(s string) string {
+	if len(s) <= render.TextLimit {
+		return s
+	}
+	const note = "\n… [cut at 64 KiB: read the ref with shoal_get and a path/slice for the rest]"
+	cut := render.TextLimit - len(note)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + note
+}

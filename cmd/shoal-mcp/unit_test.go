@@ -1,0 +1,232 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/shoal-sh/shoal/core/render"
+	"github.com/shoal-sh/shoal/core/rpc"
+)
+
+func TestIsLoopbackHost(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want bool
+	}{
+		{"localhost", true},
+		{"LOCALHOST:8080", true},
+		{"app.localhost:3000", true},
+		{"127.0.0.1", true},
+		{"127.3.4.5:99", true},
+		{"[::1]:8080", true},
+		{"::1", true},
+		{"0.0.0.0", false},
+		{"10.0.0.1:80", false},
+		{"evil.example", false},
+		{"localhost.evil.example", false},
+		{"", false},
+	} {
+		if got := isLoopbackHost(tc.in); got != tc.want {
+			t.Errorf("isLoopbackHost(%q) = %v, want %v", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestCheckRequestOrigin(t *testing.T) {
+	for _, tc := range []struct {
+		host, origin string
+		remote       bool
+		ok           bool
+	}{
+		{"127.0.0.1:8765", "", false, true},
+		{"localhost:8765", "http://localhost:6274", false, true},
+		{"127.0.0.1:8765", "http://127.0.0.1:6274", false, true},
+		{"evil.example:8765", "", false, false},
+		{"127.0.0.1:8765", "http://evil.example", false, false},
+		{"127.0.0.1:8765", "null", false, false},
+		{"box.lan:8765", "", true, true},
+		{"box.lan:8765", "http://box.lan:8765", true, true},
+		{"box.lan:8765", "http://evil.example", true, false},
+	} {
+		tr := &httpTransport{allowRemote: tc.remote}
+		r := httptest.NewRequest("POST", "/mcp", nil)
+		r.Host = tc.host
+		if tc.origin != "" {
+			r.Header.Set("Origin", tc.origin)
+		}
+		if err := tr.checkRequestOrigin(r); (err == nil) != tc.ok {
+			t.Errorf("host %q origin %q remote %v: err %v, want ok=%v", tc.host, tc.origin, tc.remote, err, tc.ok)
+		}
+	}
+}
+
+func TestListenHTTP(t *testing.T) {
+	for _, tc := range []struct {
+		addr   string
+		remote bool
+		ok     bool
+	}{
+		{"127.0.0.1:0", false, true},
+		{":0", false, true},
+		{"localhost:0", false, true},
+		{"0.0.0.0:0", false, false},
+		{"0.0.0.0:0", true, true},
+		{"nonsense", false, false},
+	} {
+		l, err := listenHTTP(tc.addr, tc.remote)
+		if (err == nil) != tc.ok {
+			t.Errorf("listenHTTP(%q, %v): %v", tc.addr, tc.remote, err)
+		}
+		if err == nil {
+			if !tc.remote && !isLoopbackHost(l.Addr().String()) {
+				t.Errorf("%q listens on %s", tc.addr, l.Addr())
+			}
+			l.Close()
+		} else if !errors.Is(err, errUsage) {
+			t.Errorf("listenHTTP(%q): %v is not a usage error", tc.addr, err)
+		}
+	}
+}
+
+func TestCapText(t *testing.T) {
+	short := "hello"
+	if capText(short) != short {
+		t.Error("short text changed")
+	}
+	long := strings.Repeat("é", render.TextLimit) // 2 bytes each
+	got := capText(long)
+	if len(got) > render.TextLimit || !utf8.ValidString(got) || !strings.Contains(got, "cut at 64 KiB") {
+		t.Errorf("capText: %d bytes, valid %v", len(got), utf8.ValidString(got))
+	}
+}
+
+func TestParseFlags(t *testing.T) {
+	t.Setenv("SHOAL_STATE_DIR", "/tmp/from-env")
+	t.Setenv("SHOAL_SESSION", "work")
+	t.Setenv("SHOAL_PRINCIPAL", "agent:env")
+	cfg, err := parseFlags(nil, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.stateDir != "/tmp/from-env" || cfg.session != "work" || cfg.principal != "agent:env" || cfg.idleExit != 10*time.Minute {
+		t.Errorf("defaults from env: %+v", cfg)
+	}
+	cfg, err = parseFlags([]string{"--state-dir", "/x", "--principal", "agent:flag", "--plugin-dir", "a", "--plugin-dir", "b", "--idle-exit", "3s", "--in-process"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.stateDir != "/x" || cfg.principal != "agent:flag" || len(cfg.pluginDirs) != 2 || cfg.idleExit != 3*time.Second || !cfg.inProcess {
+		t.Errorf("flags: %+v", cfg)
+	}
+	for _, bad := range [][]string{{"--idle-exit", "-1s"}, {"--allow-remote"}, {"--log-level", "loud"}, {"x"}} {
+		if _, err := parseFlags(bad, io.Discard); !errors.Is(err, errUsage) {
+			t.Errorf("%v: %v, want a usage error", bad, err)
+		}
+	}
+}
+
+func TestExecText(t *testing.T) {
+	for _, tc := range []struct {
+		reply string
+		want  []string
+	}{
+		{`{"ref":"out:3","ok":true,"exit":0,"state":"completed","duration_ns":1500000,"effects":["proc.spawn"],"preview_text":"hi"}`,
+			[]string{"out:3 ok, exit 0", "effects: proc.spawn", "\nhi"}},
+		{`{"ref":"out:4","ok":false,"exit":2,"state":"failed","preview_text":"boom"}`, []string{"out:4 failed, exit 2", "boom"}},
+		{`{"ref":"out:5","ok":null,"exit":null,"state":"running","task":"task:2"}`, []string{"out:5 running as task:2", `"target":"task:2"`}},
+		{`{"ref":"out:6","ok":true,"exit":0,"val_ref":"val:blake3:ab","marks":["env"]}`, []string{"out:6 ok", "val:blake3:ab", "marks: env"}},
+	} {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(tc.reply), &m); err != nil {
+			t.Fatal(err)
+		}
+		got := execText(m)
+		for _, w := range tc.want {
+			if !strings.Contains(got, w) {
+				t.Errorf("execText(%s) = %q, lacks %q", tc.reply, got, w)
+			}
+		}
+	}
+}
+
+func TestKernelErrorShapes(t *testing.T) {
+	re := &rpc.Error{Code: rpc.BadPath, Message: "no field nope", Data: map[string]any{"path": ".nope"}}
+	if got := kernelError(re); got != "kernel error: BAD_PATH (-32005): no field nope" {
+		t.Errorf("kernelError = %q", got)
+	}
+	d := errorData(re)
+	if d["code"] != -32005 || d["name"] != "BAD_PATH" || d["path"] != ".nope" {
+		t.Errorf("errorData = %v", d)
+	}
+	if mcpCode(re) != -32602 || mcpCode(&rpc.Error{Code: rpc.NotFound}) != codeResourceNotFound || mcpCode(errors.New("x")) != -32603 {
+		t.Error("mcpCode mapping")
+	}
+	if !strings.HasPrefix(kernelError(context.Canceled), "kernel error:") || !strings.HasPrefix(kernelError(errors.New("eof")), "kernel error:") {
+		t.Error("non-kernel errors lack the prefix")
+	}
+	res := toolFailure(&rpc.Error{Code: rpc.PolicyRefused, Message: "plan it"})
+	if !res.IsError || !strings.Contains(resultText(res), "shoal_plan") {
+		t.Errorf("policy refusal: %+v", res)
+	}
+}
+
+func TestHasRequest(t *testing.T) {
+	for _, tc := range []struct {
+		body      string
+		req, init bool
+		err       bool
+	}{
+		{`{"jsonrpc":"2.0","id":1,"method":"initialize"}`, true, true, false},
+		{`{"jsonrpc":"2.0","id":1,"method":"ping"}`, true, false, false},
+		{`{"jsonrpc":"2.0","method":"notifications/initialized"}`, false, false, false},
+		{`{"jsonrpc":"2.0","id":1,"result":{}}`, false, false, false},
+		{`[{"jsonrpc":"2.0","method":"notifications/initialized"},{"jsonrpc":"2.0","id":2,"method":"ping"}]`, true, false, false},
+		{`{nope`, false, false, true},
+	} {
+		req, init, err := hasRequest([]byte(tc.body))
+		if req != tc.req || init != tc.init || (err != nil) != tc.err {
+			t.Errorf("hasRequest(%s) = %v %v %v", tc.body, req, init, err)
+		}
+	}
+}
+
+func TestHTTPMethodsWithoutKernel(t *testing.T) {
+	tr := newHTTPTransport(&Facade{}, false, nil)
+	for _, tc := range []struct {
+		method, ctype, accept string
+		want                  int
+	}{
+		{"POST", "text/plain", "", http.StatusUnsupportedMediaType},
+		{"GET", "", "application/json", http.StatusNotAcceptable},
+		{"GET", "", "text/event-stream", http.StatusBadRequest},
+		{"DELETE", "", "", http.StatusBadRequest},
+		{"PATCH", "", "", http.StatusMethodNotAllowed},
+	} {
+		r := httptest.NewRequest(tc.method, "http://127.0.0.1/mcp", strings.NewReader("{}"))
+		r.Host = "127.0.0.1:1"
+		if tc.ctype != "" {
+			r.Header.Set("Content-Type", tc.ctype)
+		}
+		if tc.accept != "" {
+			r.Header.Set("Accept", tc.accept)
+		}
+		w := httptest.NewRecorder()
+		tr.ServeHTTP(w, r)
+		if w.Code != tc.want {
+			t.Errorf("%s %s: %d, want %d", tc.method, tc.ctype, w.Code, tc.want)
+		}
+	}
+	w := httptest.NewRecorder()
+	tr.ServeHTTP(w, httptest.NewRequest("GET", "http://127.0.0.1/other", nil))
+	if w.Code != http.StatusNotFound {
+		t.Errorf("other path: %d", w.Code)
+	}
+}
