@@ -290,9 +290,7 @@ func patternFirstCmd(spec optSpec, progOpts ...string) handler {
 		if !p.has(progOpts...) && len(ops) > 0 {
 			ops = ops[1:]
 		}
-		for _, f := range p.all("f", "file", "from-file") {
-			ops = append(ops, f)
-		}
+		ops = append(ops, p.all("f", "file", "from-file")...)
 		w.readOperands(s, c, ops)
 	}
 }
