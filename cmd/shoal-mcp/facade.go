@@ -10,6 +10,8 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/shoal-sh/shoal/core/render"
 )
 
 // Facade translates MCP messages into kernel calls. The MCP library
@@ -97,6 +99,16 @@ func errorResponse(id json.RawMessage, code int, msg string, data any) []byte {
 }
 
 func resultResponse(id json.RawMessage, result any) []byte {
+	if raw, ok := result.(json.RawMessage); ok {
+		// Already encoded (a read passed through): splice it in rather
+		// than have encoding/json scan it again.
+		b := make([]byte, 0, len(raw)+len(id)+40)
+		b = append(b, `{"jsonrpc":"2.0","id":`...)
+		b = append(b, id...)
+		b = append(b, `,"result":`...)
+		b = append(b, raw...)
+		return append(b, '}')
+	}
 	b, err := json.Marshal(response{JSONRPC: "2.0", ID: id, Result: result})
 	if err != nil {
 		return errorResponse(id, -32603, "encode result: "+err.Error(), nil)
@@ -237,14 +249,6 @@ func (f *Facade) resourceTemplates(ctx context.Context, _ json.RawMessage) (any,
 // metaPrefix namespaces the facade's keys in MCP _meta objects.
 const metaPrefix = "sh.shoal/"
 
-// readEnvelope is a resources/read result: MCP's contents plus
-// structuredContent beside them, the machine value.
-type readEnvelope struct {
-	Contents          []readContent   `json:"contents"`
-	StructuredContent json.RawMessage `json:"structuredContent,omitempty"`
-	Meta              map[string]any  `json:"_meta,omitempty"`
-}
-
 type readContent struct {
 	URI      string `json:"uri"`
 	MimeType string `json:"mimeType"`
@@ -260,6 +264,18 @@ type kernelRead struct {
 	Marks             []string        `json:"marks"`
 }
 
+// kernelReadRaw is kernelRead with the contents left encoded.
+type kernelReadRaw struct {
+	Contents          json.RawMessage `json:"contents"`
+	StructuredContent json.RawMessage `json:"structuredContent"`
+	Elided            bool            `json:"elided"`
+	Marks             []string        `json:"marks"`
+}
+
+// resourcesRead passes the kernel's envelope through. The kernel bounds
+// each text at 64 KiB; the facade checks that again only when the encoded
+// contents are longer than that (an encoded string is never shorter than
+// its text), so a normal read is spliced, not re-encoded.
 func (f *Facade) resourcesRead(ctx context.Context, params json.RawMessage) (any, *rpcError) {
 	var p struct {
 		URI string `json:"uri"`
@@ -267,34 +283,51 @@ func (f *Facade) resourcesRead(ctx context.Context, params json.RawMessage) (any
 	if err := json.Unmarshal(params, &p); err != nil || p.URI == "" {
 		return nil, &rpcError{Code: -32602, Message: `resources/read needs params {"uri": "shoal://…"}`}
 	}
-	var r kernelRead
+	var r kernelReadRaw
 	if err := f.link.call(ctx, "resources.read", map[string]string{"uri": p.URI}, &r); err != nil {
 		return nil, kernelRPCError(err)
 	}
-	env := readEnvelope{Contents: r.Contents, StructuredContent: r.StructuredContent}
-	if env.Contents == nil {
-		env.Contents = []readContent{}
+	contents := r.Contents
+	if len(contents) == 0 || string(contents) == "null" {
+		contents = json.RawMessage("[]")
+	} else if len(contents) > render.TextLimit {
+		var cs []readContent
+		if err := json.Unmarshal(contents, &cs); err != nil {
+			return nil, &rpcError{Code: -32603, Message: "kernel error: unreadable contents in the kernel's answer: " + err.Error()}
+		}
+		for i := range cs {
+			cs[i].Text = capText(cs[i].Text)
+		}
+		contents, _ = json.Marshal(cs)
 	}
-	for i := range env.Contents {
-		env.Contents[i].Text = capText(env.Contents[i].Text)
+	b := make([]byte, 0, len(contents)+len(r.StructuredContent)+64)
+	b = append(b, `{"contents":`...)
+	b = append(b, contents...)
+	if len(r.StructuredContent) > 0 {
+		b = append(b, `,"structuredContent":`...)
+		b = append(b, r.StructuredContent...)
 	}
-	env.Meta = readMeta(&r)
-	return env, nil
+	if meta := readMeta(r.Elided, r.Marks); meta != nil {
+		mb, _ := json.Marshal(meta)
+		b = append(b, `,"_meta":`...)
+		b = append(b, mb...)
+	}
+	return json.RawMessage(append(b, '}')), nil
 }
 
 // readMeta carries what the kernel says about a read beyond the envelope
 // (elision, marks such as secret-derived values) in _meta, so the
 // envelope itself stays contents plus structuredContent.
-func readMeta(r *kernelRead) map[string]any {
-	if !r.Elided && len(r.Marks) == 0 {
+func readMeta(elided bool, marks []string) map[string]any {
+	if !elided && len(marks) == 0 {
 		return nil
 	}
 	m := map[string]any{}
-	if r.Elided {
+	if elided {
 		m[metaPrefix+"elided"] = true
 	}
-	if len(r.Marks) > 0 {
-		m[metaPrefix+"marks"] = r.Marks
+	if len(marks) > 0 {
+		m[metaPrefix+"marks"] = marks
 	}
 	return m
 }

@@ -315,6 +315,13 @@ func (p *mcpPeer) raw(method string, params any) (json.RawMessage, *mcp.JSONRPCE
 	return resp.Result, resp.Error
 }
 
+// readEnvelope is a resources/read result as the client sees it.
+type readEnvelope struct {
+	Contents          []readContent   `json:"contents"`
+	StructuredContent json.RawMessage `json:"structuredContent,omitempty"`
+	Meta              map[string]any  `json:"_meta,omitempty"`
+}
+
 // read is a resources/read that must succeed.
 func (p *mcpPeer) read(uri string) readEnvelope {
 	p.t.Helper()
