@@ -280,11 +280,21 @@ func New(family string, segments ...string) *URI {
 }
 
 // ParseTarget accepts either a shoal:// URI or a short ref (out:17,
-// task:9, val:blake3:<hex>, plan:<hex>, pty:3) and returns the URI.
+// task:9, val:blake3:<hex>, plan:<hex>, pty:3), optionally followed by a
+// query (out:17?path=.name), and returns the URI.
 func ParseTarget(s string) (*URI, error) {
 	s = strings.TrimSpace(s)
 	if strings.HasPrefix(s, Scheme) {
 		return Parse(s)
+	}
+	ref, query, hasQuery := strings.Cut(s, "?")
+	if hasQuery {
+		// out:17?path=.name reads like shoal://out/17?path=.name.
+		u, err := ParseTarget(ref)
+		if err != nil {
+			return nil, err
+		}
+		return Parse(u.String() + "?" + query)
 	}
 	fam, rest, ok := strings.Cut(s, ":")
 	if !ok || rest == "" {
@@ -293,8 +303,8 @@ func ParseTarget(s string) (*URI, error) {
 	if !validFamily(fam) {
 		return nil, badURI(s, "ref family %q must be lowercase letters, digits, '-' or '_'", fam)
 	}
-	if strings.ContainsAny(rest, "/?#\x00") {
-		return nil, badURI(s, "a short ref has no '/', '?' or '#'; use a shoal:// URI for paths and queries")
+	if strings.ContainsAny(rest, "/#\x00") {
+		return nil, badURI(s, "a short ref has no '/' or '#'; use a shoal:// URI for nested resources")
 	}
 	return New(fam, rest), nil
 }

@@ -92,12 +92,13 @@ func TestTypedParams(t *testing.T) {
 
 func TestParseTarget(t *testing.T) {
 	for in, want := range map[string]string{
-		"out:17":                  "shoal://out/17",
-		"task:9":                  "shoal://task/9",
-		"val:blake3:8baef":        "shoal://val/blake3:8baef",
-		"plan:7b2fd854cb805ba1":   "shoal://plan/7b2fd854cb805ba1",
-		"pty:3":                   "shoal://pty/3",
-		" shoal://out/2?path=.a ": "shoal://out/2?path=.a",
+		"out:17":                         "shoal://out/17",
+		"task:9":                         "shoal://task/9",
+		"val:blake3:8baef":               "shoal://val/blake3:8baef",
+		"plan:7b2fd854cb805ba1":          "shoal://plan/7b2fd854cb805ba1",
+		"pty:3":                          "shoal://pty/3",
+		" shoal://out/2?path=.a ":        "shoal://out/2?path=.a",
+		"out:3?path=.rows[0]&slice=0..2": "shoal://out/3?path=.rows[0]&slice=0..2",
 	} {
 		u, err := ParseTarget(in)
 		if err != nil {
@@ -108,7 +109,7 @@ func TestParseTarget(t *testing.T) {
 			t.Errorf("ParseTarget(%q) = %q; want %q", in, u.String(), want)
 		}
 	}
-	for _, bad := range []string{"", "out", "out:", "OUT:1", "out:1/2", "out:1?x=1", ":1"} {
+	for _, bad := range []string{"", "out", "out:", "OUT:1", "out:1/2", ":1", "out:?x=1", "out:1#x"} {
 		if _, err := ParseTarget(bad); rpc.CodeOf(err) != rpc.BadURI {
 			t.Errorf("ParseTarget(%q) err = %v; want BAD_URI", bad, err)
 		}

@@ -398,3 +398,62 @@ func TestPolicyPlanApprove(t *testing.T) {
 		t.Errorf("journal kinds %v; want plan.apply and approval rows", kinds)
 	}
 }
+
+func TestSpillToContentStore(t *testing.T) {
+	dir := shortDir(t)
+	startKernel(t, dir)
+	c := attach(t, dir, client.Options{Principal: "agent:big"})
+	// About 2 MiB of output: past the 1 MiB spill threshold.
+	r := exec1(t, c, "seq 1 300000", client.ExecOptions{})
+	if !strings.HasPrefix(r.ValRef, "val:blake3:") {
+		t.Fatalf("large value not spilled: %+v", r)
+	}
+	if len(r.PreviewText) > 64<<10 {
+		t.Errorf("preview of %d bytes", len(r.PreviewText))
+	}
+	hash := strings.TrimPrefix(r.ValRef, "val:blake3:")
+	for _, target := range []string{r.URI, r.ValRef, "shoal://val/" + hash, "shoal://val/blake3:" + hash} {
+		got, err := c.Read(context.Background(), target+"?path=.stdout&slice=0..6")
+		if err != nil {
+			t.Fatalf("read %s: %v", target, err)
+		}
+		if string(got.StructuredContent) != `{"$":"str","v":"1\n2\n3\n"}` {
+			t.Errorf("%s = %s", target, got.StructuredContent)
+		}
+	}
+	full, err := c.Read(context.Background(), r.URI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(full.Contents[0].Text) > 64<<10 || !full.Elided {
+		t.Errorf("full read text %d bytes, elided=%v", len(full.Contents[0].Text), full.Elided)
+	}
+}
+
+func TestPlanResolvesSessionVariables(t *testing.T) {
+	dir := shortDir(t)
+	startKernel(t, dir)
+	c := attach(t, dir, client.Options{Principal: "agent:vars"})
+	work := t.TempDir()
+	target := filepath.Join(work, "build")
+	os.MkdirAll(target, 0o755)
+	exec1(t, c, "DIR="+target, client.ExecOptions{})
+	var plan struct {
+		EffectDetails []struct {
+			Kind, Target string
+			Dynamic      bool
+		} `json:"effect_details"`
+	}
+	if err := c.Call(context.Background(), "plan.create", map[string]string{"source": `rm -rf "$DIR"`}, &plan); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, e := range plan.EffectDetails {
+		if e.Kind == "fs.delete" && e.Target == target && !e.Dynamic {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("plan did not resolve $DIR to %s: %+v", target, plan.EffectDetails)
+	}
+}

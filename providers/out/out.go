@@ -19,6 +19,7 @@ import (
 	"github.com/shoal-sh/shoal/core/rpc"
 	"github.com/shoal-sh/shoal/core/uri"
 	"github.com/shoal-sh/shoal/core/value"
+	"github.com/shoal-sh/shoal/providers/val/cas"
 )
 
 // ServiceTranscript names the *Transcript service.
@@ -233,6 +234,16 @@ func (p *Provider) Provision(h *core.Host) error {
 	}
 	p.T = NewTranscript(blobs, threshold)
 	h.Provide(ServiceTranscript, p.T)
+	// Spilled values are held by the live transcript: the store's garbage
+	// collection must keep them however old they are.
+	if s, ok := blobs.(*cas.Store); ok {
+		s.AddRoots("transcript", func(yield func(hash string)) error {
+			for h := range p.T.Hashes() {
+				yield(h)
+			}
+			return nil
+		})
+	}
 	return nil
 }
 

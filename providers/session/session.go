@@ -30,6 +30,7 @@ import (
 	"github.com/shoal-sh/shoal/providers/out"
 	"github.com/shoal-sh/shoal/providers/session/shell"
 	"github.com/shoal-sh/shoal/providers/task"
+	"mvdan.cc/sh/v3/syntax"
 )
 
 // ServiceSessions names the provider itself as a service (cwd of a
@@ -503,3 +504,27 @@ func (p *Provider) Sessions() []string {
 }
 
 var _ = strconv.Itoa
+
+// Var implements plan.SessionVars: the analyzer resolves $NAME in a plan
+// with the session's value.
+func (p *Provider) Var(session, name string) (string, bool) {
+	p.mu.Lock()
+	s := p.sessions[session]
+	p.mu.Unlock()
+	if s == nil {
+		return "", false
+	}
+	return s.ev.Var(name)
+}
+
+// Func implements plan.SessionFuncs: a call to a function an earlier
+// execution defined is analyzed as its body.
+func (p *Provider) Func(session, name string) (*syntax.Stmt, bool) {
+	p.mu.Lock()
+	s := p.sessions[session]
+	p.mu.Unlock()
+	if s == nil {
+		return nil, false
+	}
+	return s.ev.Func(name)
+}

@@ -394,3 +394,29 @@ func exportedVars(vars map[string]expand.Variable) []EnvVar {
 	slices.SortFunc(out, func(a, b EnvVar) int { return strings.Compare(a.Name, b.Name) })
 	return out
 }
+
+// Var returns the session's value of a shell variable (exported or not),
+// for static analysis of later source (plans resolve $NAME with it).
+func (e *Evaluator) Var(name string) (string, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.session == nil || e.session.Vars == nil {
+		return "", false
+	}
+	v, ok := e.session.Vars[name]
+	if !ok || !v.IsSet() {
+		return "", false
+	}
+	return v.String(), true
+}
+
+// Func returns the body of a function the session has defined.
+func (e *Evaluator) Func(name string) (*syntax.Stmt, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.session == nil || e.session.Funcs == nil {
+		return nil, false
+	}
+	f, ok := e.session.Funcs[name]
+	return f, ok
+}
