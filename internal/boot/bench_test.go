@@ -42,7 +42,7 @@ func BenchmarkExecEcho(b *testing.B) {
 	b.StopTimer()
 	for i := 0; i < b.N; i++ {
 		t0 := time.Now()
-		if _, err := j.Append(ctx, core.JournalRow{Session: "bench", Principal: "agent:bench", Kind: "exec", Head: "echo", Source: "echo hi", OK: true}); err != nil {
+		if _, err := j.Append(ctx, core.JournalRow{Session: "bench", Principal: "agent:bench", Kind: "exec", Head: "echo", Source: "echo hi", OK: true, Ref: "out:1", DurationNS: 1, Transcript: true}); err != nil {
 			b.Fatal(err)
 		}
 		commitLat = append(commitLat, time.Since(t0))
@@ -117,7 +117,7 @@ func BenchmarkExecTrue(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		t0 := time.Now()
 		if _, err := j.Append(ctx, core.JournalRow{Session: "bench", Principal: "agent:bench", Kind: "exec", Head: "true",
-			Source: "/bin/true", Effects: []string{"proc.spawn"}, OK: true}); err != nil {
+			Source: "/bin/true", Effects: []string{"proc.spawn"}, OK: true, Ref: "out:1", DurationNS: 1, Transcript: true}); err != nil {
 			b.Fatal(err)
 		}
 		commitLat = append(commitLat, time.Since(t0))
