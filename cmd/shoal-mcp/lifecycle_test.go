@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -9,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -180,5 +183,54 @@ func TestKernelStartFailure(t *testing.T) {
 	case <-time.After(2 * waitLong):
 		cmd.Process.Kill()
 		t.Fatal("facade hung on a kernel that cannot start")
+	}
+}
+
+// TestKernelRestart: when the kernel goes away under a running facade,
+// the next call starts a new one, and a subscription can be made again.
+func TestKernelRestart(t *testing.T) {
+	sd := newStateDir(t)
+	p := startStdio(t, sd, "agent:test")
+	const uri = "shoal://events/user.again"
+	if _, rerr := p.raw("resources/subscribe", map[string]any{"uri": uri}); rerr != nil {
+		t.Fatal(rerr.Message)
+	}
+	probe := sd.dial(t, "human:test", nil)
+	old := sd.status(t, probe).PID
+	probe.Close()
+	if err := syscall.Kill(old, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if !waitFor(waitLong, func() bool { return !processAlive(old) }) {
+		t.Fatalf("kernel %d did not stop", old)
+	}
+
+	// The call that finds the connection gone reconnects, starting a
+	// kernel; a call may fail only while the loss is being noticed.
+	var m map[string]any
+	waitFor(waitLong, func() bool {
+		res := p.call("shoal_exec", map[string]any{"source": "echo again"})
+		if res.IsError {
+			return false
+		}
+		json.Unmarshal(res.RawStructuredContent, &m)
+		return true
+	})
+	if m["ok"] != true {
+		t.Fatalf("exec after the kernel restarted: %v", m)
+	}
+	probe = sd.dial(t, "human:test", nil)
+	if pid := sd.status(t, probe).PID; pid == old {
+		t.Fatalf("still kernel %d", pid)
+	}
+	if _, rerr := p.raw("resources/subscribe", map[string]any{"uri": uri}); rerr != nil {
+		t.Fatal(rerr.Message)
+	}
+	ev, err := probe.Publish(context.Background(), "user.again", map[string]any{"n": 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if up := p.nextUpdate(uri); up.Seq != ev.Seq {
+		t.Errorf("update after resubscribe: %+v, want seq %d", up, ev.Seq)
 	}
 }

@@ -179,11 +179,20 @@ func (s *session) subscribe(ctx context.Context, uri string) error {
 	s.subMu.Lock()
 	defer s.subMu.Unlock()
 	s.mu.Lock()
-	_, have := s.subs[uri]
+	old := s.subs[uri]
 	closed := s.closed
 	s.mu.Unlock()
-	if have {
-		return nil
+	if old != nil {
+		select {
+		case <-old.conn.Done():
+			// Its kernel went away; replace it.
+			s.mu.Lock()
+			delete(s.subs, uri)
+			s.mu.Unlock()
+			old.stop()
+		default:
+			return nil
+		}
 	}
 	if closed {
 		return context.Canceled
@@ -212,10 +221,12 @@ func (s *session) subscribe(ctx context.Context, uri string) error {
 		return err
 	}
 	fw := &forwarder{uri: uri, conn: conn, cancel: cancel, done: make(chan struct{})}
-	go s.forward(fctx, fw, events)
+	// Recorded before it runs, so a connection that dies at once removes
+	// this entry rather than leaving a dead one behind.
 	s.mu.Lock()
 	s.subs[uri] = fw
 	s.mu.Unlock()
+	go s.forward(fctx, fw, events)
 	return nil
 }
 
