@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -228,5 +229,37 @@ func TestHTTPMethodsWithoutKernel(t *testing.T) {
 	tr.ServeHTTP(w, httptest.NewRequest("GET", "http://127.0.0.1/other", nil))
 	if w.Code != http.StatusNotFound {
 		t.Errorf("other path: %d", w.Code)
+	}
+}
+
+func TestHTTPSweep(t *testing.T) {
+	f := &Facade{sessions: map[*session]struct{}{}, log: slog.New(slog.DiscardHandler)}
+	tr := newHTTPTransport(f, false, f.log)
+	now := time.Now()
+	idle := &httpSession{session: f.newSession(), lastSeen: now.Add(-2 * tr.idle)}
+	streaming := &httpSession{session: f.newSession(), lastSeen: now.Add(-2 * tr.idle), streaming: true}
+	recent := &httpSession{session: f.newSession(), lastSeen: now}
+	for _, s := range []*httpSession{idle, streaming, recent} {
+		tr.sessions[s.id] = s
+	}
+	tr.sweep(now)
+	select {
+	case <-idle.Done():
+	default:
+		t.Error("idle session not ended")
+	}
+	if _, ok := tr.sessions[idle.id]; ok || len(tr.sessions) != 2 {
+		t.Errorf("sessions after sweep: %d", len(tr.sessions))
+	}
+	tr.closeAll()
+	for _, s := range []*httpSession{streaming, recent} {
+		select {
+		case <-s.Done():
+		default:
+			t.Error("closeAll left a session running")
+		}
+	}
+	if len(f.sessions) != 0 {
+		t.Errorf("facade still tracks %d sessions", len(f.sessions))
 	}
 }
