@@ -203,6 +203,11 @@ func markerShaped(p json.RawMessage) bool {
 	if t := bytes.TrimLeft(p, " \t\r\n"); len(t) == 0 || t[0] != '{' {
 		return false
 	}
+	// A marker spells latest_seq, literally or with \u escapes; most
+	// payloads have neither and skip the decoding below.
+	if !bytes.Contains(p, []byte("latest_seq")) && !bytes.Contains(p, []byte(`\u`)) {
+		return false
+	}
 	// encoding/json matches keys case-insensitively and gives up at the
 	// first unknown key, which keeps this cheap for ordinary payloads; the
 	// map decode then confirms the exact spelling.

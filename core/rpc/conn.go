@@ -38,11 +38,18 @@ type Conn struct {
 	rwc  io.ReadWriteCloser
 	opts ConnOptions
 
-	wmu sync.Mutex
+	wmu     sync.Mutex
+	wcond   *sync.Cond
+	writing bool   // a goroutine is in rwc.Write
+	pending []byte // frames waiting for the active writer
+	spare   []byte
+	werr    error
 
 	mu      sync.Mutex
-	pending map[string]chan *Message
+	calls   map[string]chan *Message
 	closed  bool
+	workers int
+	work    chan func()
 	nextID  atomic.Uint64
 
 	ctx    context.Context
@@ -59,7 +66,9 @@ var ErrClosed = errors.New("connection closed")
 // reading.
 func NewConn(rwc io.ReadWriteCloser, opts ConnOptions) *Conn {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Conn{rwc: rwc, opts: opts, pending: map[string]chan *Message{}, ctx: ctx, cancel: cancel, done: make(chan struct{})}
+	c := &Conn{rwc: rwc, opts: opts, calls: map[string]chan *Message{}, ctx: ctx, cancel: cancel, done: make(chan struct{}), work: make(chan func())}
+	c.wcond = sync.NewCond(&c.wmu)
+	return c
 }
 
 // Context is cancelled when the connection ends; request handlers get a
@@ -74,11 +83,12 @@ func (c *Conn) Done() <-chan struct{} { return c.done }
 func (c *Conn) Run() error {
 	defer func() {
 		c.cancel()
+		c.wakeWriters()
 		c.mu.Lock()
 		c.closed = true
-		for id, ch := range c.pending {
+		for id, ch := range c.calls {
 			close(ch)
-			delete(c.pending, id)
+			delete(c.calls, id)
 		}
 		c.mu.Unlock()
 		c.wg.Wait()
@@ -155,12 +165,41 @@ func (c *Conn) serve(m *Message) {
 		run()
 		return
 	}
+	// Hand the request to an idle worker; workers are kept (up to
+	// maxWorkers) so their grown stacks are reused, and a request finding
+	// none idle gets a goroutine of its own, so a slow handler never holds
+	// up the rest.
+	select {
+	case c.work <- run:
+		return
+	default:
+	}
 	c.wg.Add(1)
+	c.mu.Lock()
+	keep := c.workers < maxWorkers
+	if keep {
+		c.workers++
+	}
+	c.mu.Unlock()
 	go func() {
 		defer c.wg.Done()
 		run()
+		if !keep {
+			return
+		}
+		for {
+			select {
+			case next := <-c.work:
+				next()
+			case <-c.ctx.Done():
+				return
+			}
+		}
 	}()
 }
+
+// maxWorkers is how many request goroutines a connection keeps idle.
+const maxWorkers = 16
 
 func (c *Conn) safeHandle(m *Message) (result any, err error) {
 	defer func() {
@@ -174,8 +213,8 @@ func (c *Conn) safeHandle(m *Message) (result any, err error) {
 func (c *Conn) deliver(m *Message) {
 	key := string(m.ID)
 	c.mu.Lock()
-	ch, ok := c.pending[key]
-	delete(c.pending, key)
+	ch, ok := c.calls[key]
+	delete(c.calls, key)
 	c.mu.Unlock()
 	if ok {
 		ch <- m
@@ -189,6 +228,14 @@ func (c *Conn) writeError(id json.RawMessage, e *Error) {
 	_ = c.write(&Message{JSONRPC: "2.0", ID: id, Error: e})
 }
 
+// maxPending bounds the frames queued behind a write in progress; past it
+// writers wait, so a peer that stops reading slows its writers down (the
+// bus counts that as a stalled subscriber) instead of growing memory.
+const maxPending = 1 << 20
+
+// write queues a frame. Frames queued while another goroutine is writing
+// go out together in its next write: concurrent answers and event frames
+// share system calls.
 func (c *Conn) write(m *Message) error {
 	b, err := Encode(m)
 	if err != nil {
@@ -196,14 +243,36 @@ func (c *Conn) write(m *Message) error {
 	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
+	for c.writing && len(c.pending) >= maxPending && c.werr == nil && c.ctx.Err() == nil {
+		c.wcond.Wait()
+	}
+	if c.werr != nil {
+		return c.werr
+	}
 	if c.ctx.Err() != nil {
 		return ErrClosed
 	}
-	if _, err := c.rwc.Write(b); err != nil {
-		c.cancel()
-		return fmt.Errorf("write frame: %w", err)
+	c.pending = append(c.pending, b...)
+	if c.writing {
+		return nil // the active writer sends it
 	}
-	return nil
+	c.writing = true
+	for len(c.pending) > 0 && c.werr == nil {
+		buf := c.pending
+		c.pending = c.spare[:0]
+		c.wmu.Unlock()
+		_, err := c.rwc.Write(buf)
+		c.wmu.Lock()
+		c.spare = buf
+		c.wcond.Broadcast()
+		if err != nil {
+			c.werr = fmt.Errorf("write frame: %w", err)
+			c.cancel()
+		}
+	}
+	c.writing = false
+	c.wcond.Broadcast()
+	return c.werr
 }
 
 // Notify sends a notification.
@@ -233,11 +302,11 @@ func (c *Conn) Call(ctx context.Context, method string, params, result any) erro
 		c.mu.Unlock()
 		return ErrClosed
 	}
-	c.pending[string(id)] = ch
+	c.calls[string(id)] = ch
 	c.mu.Unlock()
 	if err := c.write(&Message{JSONRPC: "2.0", ID: id, Method: method, Params: raw}); err != nil {
 		c.mu.Lock()
-		delete(c.pending, string(id))
+		delete(c.calls, string(id))
 		c.mu.Unlock()
 		return err
 	}
@@ -257,7 +326,7 @@ func (c *Conn) Call(ctx context.Context, method string, params, result any) erro
 		return nil
 	case <-ctx.Done():
 		c.mu.Lock()
-		delete(c.pending, string(id))
+		delete(c.calls, string(id))
 		c.mu.Unlock()
 		return ctx.Err()
 	case <-c.ctx.Done():
@@ -268,7 +337,16 @@ func (c *Conn) Call(ctx context.Context, method string, params, result any) erro
 // Close ends the connection; Run returns soon after.
 func (c *Conn) Close() error {
 	c.cancel()
+	c.wakeWriters()
 	return c.rwc.Close()
+}
+
+// wakeWriters releases writers waiting for queue space once the
+// connection is ending.
+func (c *Conn) wakeWriters() {
+	c.wmu.Lock()
+	c.wcond.Broadcast()
+	c.wmu.Unlock()
 }
 
 // ErrClosedError is the coded form of ErrClosed, for handlers whose

@@ -180,16 +180,38 @@ func wireError(e *Error) *Error {
 	return &Error{Code: e.Code, Message: e.Message, Data: data}
 }
 
-// Encode marshals m as one frame, newline included.
+// Encode marshals m as one frame, newline included. Params and Result are
+// copied as they are (they come from json.Marshal or a decoded frame, so
+// they are compact, valid JSON): encoding does not parse them again.
 func Encode(m *Message) ([]byte, error) {
+	b := make([]byte, 0, 48+len(m.Method)+len(m.Params)+len(m.Result))
+	b = append(b, `{"jsonrpc":"2.0"`...)
+	if m.ID != nil {
+		b = append(b, `,"id":`...)
+		b = append(b, m.ID...)
+	}
+	if m.Method != "" {
+		name, err := json.Marshal(m.Method)
+		if err != nil {
+			return nil, fmt.Errorf("encode frame: %w", err)
+		}
+		b = append(b, `,"method":`...)
+		b = append(b, name...)
+	}
+	if len(m.Params) > 0 {
+		b = append(b, `,"params":`...)
+		b = append(b, m.Params...)
+	}
 	if m.Error != nil {
-		c := *m
-		c.Error = wireError(m.Error)
-		m = &c
+		e, err := json.Marshal(wireError(m.Error))
+		if err != nil {
+			return nil, fmt.Errorf("encode frame: %w", err)
+		}
+		b = append(b, `,"error":`...)
+		b = append(b, e...)
+	} else if m.Result != nil {
+		b = append(b, `,"result":`...)
+		b = append(b, m.Result...)
 	}
-	b, err := json.Marshal(m)
-	if err != nil {
-		return nil, fmt.Errorf("encode frame: %w", err)
-	}
-	return append(b, '\n'), nil
+	return append(b, '}', '\n'), nil
 }
