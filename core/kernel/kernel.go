@@ -273,6 +273,9 @@ func (k *Kernel) Serve(ctx context.Context) error {
 		if err != nil {
 			select {
 			case <-k.stopped:
+				// Stop may still be closing providers on another goroutine
+				// (idle exit); Once makes this call wait for it.
+				k.Stop()
 				k.wg.Wait()
 				return nil
 			default:
