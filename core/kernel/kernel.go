@@ -381,6 +381,14 @@ func (k *Kernel) idle() bool {
 	return true
 }
 
+// inlineMethods never block (they read memory), so the connection serves
+// them on its reading goroutine. events.publish is not among them: a
+// validator plugin may take up to its deadline.
+var inlineMethods = map[string]bool{
+	"events.read": true, "events.unsubscribe": true,
+	"resources.templates": true, "kernel.status": true, "plugin.list": true,
+}
+
 // conn is one client connection.
 type conn struct {
 	id     uint64
@@ -392,9 +400,12 @@ type conn struct {
 
 func (k *Kernel) serveConn(nc net.Conn) {
 	c := &conn{id: k.nextConn.Add(1), subs: map[string]*bus.Subscription{}}
-	c.rc = rpc.NewConn(nc, rpc.ConnOptions{Handler: func(ctx context.Context, method string, params json.RawMessage) (any, error) {
-		return k.dispatch(ctx, c, method, params)
-	}})
+	c.rc = rpc.NewConn(nc, rpc.ConnOptions{
+		Handler: func(ctx context.Context, method string, params json.RawMessage) (any, error) {
+			return k.dispatch(ctx, c, method, params)
+		},
+		Inline: func(method string) bool { return inlineMethods[method] },
+	})
 	k.mu.Lock()
 	k.conns[c.id] = c
 	k.mu.Unlock()

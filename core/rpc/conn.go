@@ -29,6 +29,10 @@ type ConnOptions struct {
 	// Serial serves requests one at a time in arrival order instead of each
 	// in its own goroutine.
 	Serial bool
+	// Inline reports methods cheap enough to serve on the reading
+	// goroutine itself (no hand-off to a worker: a round trip saves a
+	// goroutine wake-up). They must never block.
+	Inline func(method string) bool
 }
 
 // Conn is one JSON-RPC connection. It can serve requests and make calls at
@@ -161,7 +165,7 @@ func (c *Conn) serve(m *Message) {
 			return
 		}
 	}
-	if c.opts.Serial {
+	if c.opts.Serial || (c.opts.Inline != nil && c.opts.Inline(m.Method)) {
 		run()
 		return
 	}
