@@ -12,31 +12,21 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/shoal-sh/shoal/core/statedir"
 )
 
 // DefaultStateDir is $SHOAL_STATE_DIR, else $XDG_STATE_HOME/shoal, else
 // ~/.local/state/shoal.
-func DefaultStateDir() string {
-	if d := os.Getenv("SHOAL_STATE_DIR"); d != "" {
-		return d
-	}
-	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
-		return filepath.Join(d, "shoal")
-	}
-	home, err := os.UserHomeDir()
-	if err != nil || home == "" {
-		return filepath.Join(os.TempDir(), "shoal-state")
-	}
-	return filepath.Join(home, ".local", "state", "shoal")
-}
+func DefaultStateDir() string { return statedir.Default() }
 
 // Paths of the files in a state directory.
 const (
-	SocketName = "kernel.sock"
-	TokenName  = "token"
-	LockName   = "kernel.lock"
-	ConfigName = "config.toml"
-	PolicyName = "policy.toml"
+	SocketName = statedir.SocketName
+	TokenName  = statedir.TokenName
+	LockName   = statedir.LockName
+	ConfigName = statedir.ConfigName
+	PolicyName = statedir.PolicyName
 )
 
 // ReadToken returns the token of a state directory.

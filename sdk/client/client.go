@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/shoal-sh/shoal/core/rpc"
+	"github.com/shoal-sh/shoal/core/statedir"
 )
 
 // EventMethod is the notification method of pushed event frames.
@@ -107,20 +108,8 @@ type Client struct {
 	closeMu  sync.Once
 }
 
-// DefaultStateDir mirrors the kernel's default.
-func DefaultStateDir() string {
-	if d := os.Getenv("SHOAL_STATE_DIR"); d != "" {
-		return d
-	}
-	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
-		return filepath.Join(d, "shoal")
-	}
-	home, err := os.UserHomeDir()
-	if err != nil || home == "" {
-		return filepath.Join(os.TempDir(), "shoal-state")
-	}
-	return filepath.Join(home, ".local", "state", "shoal")
-}
+// DefaultStateDir is the kernel's default state directory.
+func DefaultStateDir() string { return statedir.Default() }
 
 // SocketPath returns the socket the options point at.
 func (o Options) SocketPath() string {
@@ -131,7 +120,7 @@ func (o Options) SocketPath() string {
 	if dir == "" {
 		dir = DefaultStateDir()
 	}
-	return filepath.Join(dir, "kernel.sock")
+	return filepath.Join(dir, statedir.SocketName)
 }
 
 // ErrNoKernel is returned by Dial when nothing answers on the socket.
@@ -151,7 +140,7 @@ func Dial(ctx context.Context, o Options) (*Client, error) {
 		return nil, fmt.Errorf("%w: %s: %v", ErrNoKernel, o.SocketPath(), err)
 	}
 	if o.Token == "" {
-		b, err := os.ReadFile(filepath.Join(o.StateDir, "token"))
+		b, err := os.ReadFile(filepath.Join(o.StateDir, statedir.TokenName))
 		if err != nil {
 			nc.Close()
 			return nil, fmt.Errorf("read kernel token: %w (a kernel answers on %s; is its state dir %s?)", err, o.SocketPath(), o.StateDir)
