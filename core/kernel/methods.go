@@ -80,6 +80,15 @@ type subscribeParams struct {
 	URI     string `json:"uri"`
 }
 
+// channelParam decodes {channel} or {uri} params into a channel name.
+func (k *Kernel) channelParam(raw json.RawMessage) (string, error) {
+	var p subscribeParams
+	if err := decodeParams(raw, &p); err != nil {
+		return "", err
+	}
+	return k.channelOf(p)
+}
+
 // channelOf resolves {channel} or {uri} to a channel name.
 func (k *Kernel) channelOf(p subscribeParams) (string, error) {
 	if p.Channel != "" {
@@ -100,11 +109,7 @@ func (k *Kernel) channelOf(p subscribeParams) (string, error) {
 }
 
 func (k *Kernel) eventsSubscribe(_ context.Context, c *conn, _ *core.Caller, raw json.RawMessage) (any, error) {
-	var p subscribeParams
-	if err := decodeParams(raw, &p); err != nil {
-		return nil, err
-	}
-	ch, err := k.channelOf(p)
+	ch, err := k.channelParam(raw)
 	if err != nil {
 		return nil, err
 	}
@@ -129,11 +134,7 @@ func (k *Kernel) eventsSubscribe(_ context.Context, c *conn, _ *core.Caller, raw
 }
 
 func (k *Kernel) eventsUnsubscribe(_ context.Context, c *conn, _ *core.Caller, raw json.RawMessage) (any, error) {
-	var p subscribeParams
-	if err := decodeParams(raw, &p); err != nil {
-		return nil, err
-	}
-	ch, err := k.channelOf(p)
+	ch, err := k.channelParam(raw)
 	if err != nil {
 		return nil, err
 	}
