@@ -179,8 +179,24 @@ const (
 
 var okAnswer = []byte(`{"ok":true}`)
 
+// Answers as the sdk writes them: decodeEnvelope takes these apart
+// without a JSON pass over the whole answer (value.Unmarshal or the
+// record's validation reads the member itself anyway).
+var (
+	valuePrefix  = []byte(`{"ok":true,"value":`)
+	recordPrefix = []byte(`{"ok":true,"record":`)
+)
+
 // decodeEnvelope parses an answer. A malformed one is a plugin failure.
 func decodeEnvelope(answer []byte) (*envelope, error) {
+	if bytes.HasSuffix(answer, []byte("}")) {
+		if rest, ok := bytes.CutPrefix(answer, valuePrefix); ok {
+			return &envelope{OK: true, Value: rest[:len(rest)-1]}, nil
+		}
+		if rest, ok := bytes.CutPrefix(answer, recordPrefix); ok && json.Valid(rest[:len(rest)-1]) {
+			return &envelope{OK: true, Record: rest[:len(rest)-1]}, nil
+		}
+	}
 	var env envelope
 	if err := json.Unmarshal(answer, &env); err != nil {
 		return nil, fmt.Errorf("malformed answer (not a JSON envelope): %v", err)

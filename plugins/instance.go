@@ -67,7 +67,7 @@ func (in *instance) call(ctx context.Context, fn api.Function, req []byte) ([]by
 	if err := fn.CallWithStack(ctx, in.stack[:]); err != nil {
 		return nil, err
 	}
-	answer, err := in.answer(ctx, in.stack[0])
+	answer, err := in.answer(in.stack[0])
 	if err == nil && in.reqCap > retainedRequest {
 		in.stack[0] = uint64(in.reqPtr)
 		err = in.free.CallWithStack(ctx, in.stack[:])
@@ -81,11 +81,13 @@ func (in *instance) call0(ctx context.Context, fn api.Function) ([]byte, error) 
 	if err := fn.CallWithStack(ctx, in.stack[:]); err != nil {
 		return nil, err
 	}
-	return in.answer(ctx, in.stack[0])
+	return in.answer(in.stack[0])
 }
 
-// answer copies the packed answer out of the guest and frees it there.
-func (in *instance) answer(ctx context.Context, packed uint64) ([]byte, error) {
+// answer copies the packed answer out of the guest. The guest keeps it
+// until the next call, so there is nothing to free: each guest call costs
+// a goroutine switch under WithCloseOnContextDone, so a read is one call.
+func (in *instance) answer(packed uint64) ([]byte, error) {
 	ptr, size := uint32(packed>>32), uint32(packed)
 	if size > MaxAnswer {
 		return nil, &answerError{fmt.Sprintf("answer of %d bytes passes the %d MiB cap; return less, or let readers page it with path and slice", size, MaxAnswer>>20)}
@@ -94,13 +96,7 @@ func (in *instance) answer(ctx context.Context, packed uint64) ([]byte, error) {
 	if !ok {
 		return nil, &answerError{fmt.Sprintf("answer at %#x+%d lies outside the guest's memory", ptr, size)}
 	}
-	out := make([]byte, size)
-	copy(out, view)
-	in.stack[0] = uint64(ptr)
-	if err := in.free.CallWithStack(ctx, in.stack[:]); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return append([]byte(nil), view...), nil
 }
 
 func (in *instance) endCall() {
@@ -161,7 +157,7 @@ func (p *plugin) outOfMemory(in *instance) bool {
 }
 
 // acquire takes an idle instance, or starts one while fewer than the
-// limit exist, or waits for one until ctx ends.
+// limit exist, or waits for one, at most the plugin's deadline.
 func (p *plugin) acquire(ctx context.Context) (*instance, error) {
 	if p.closed.Load() {
 		return nil, rpc.Errorf(rpc.Unavailable, "plugin %s is closed: the kernel is stopping", p.name)
@@ -171,6 +167,8 @@ func (p *plugin) acquire(ctx context.Context) (*instance, error) {
 		return in, nil
 	default:
 	}
+	ctx, cancel := context.WithTimeout(ctx, p.timeout) // only a call that waits pays for a timer
+	defer cancel()
 	select {
 	case in := <-p.idle:
 		return in, nil

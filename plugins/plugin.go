@@ -354,9 +354,7 @@ func (p *plugin) invoke(ctx context.Context, pick func(*instance) api.Function, 
 	// Waiting for a busy instance is bounded by the deadline too, but the
 	// call gets its whole deadline once it has an instance: starting a
 	// fresh one is the kernel's cost, not the plugin's.
-	waitCtx, cancelWait := context.WithTimeout(ctx, p.timeout)
-	in, err := p.acquire(waitCtx)
-	cancelWait()
+	in, err := p.acquire(ctx)
 	if err != nil {
 		return nil, p.failed(ctx, err)
 	}

@@ -4,32 +4,34 @@ package sdk
 
 import "unsafe"
 
-// pinned keeps every buffer handed to the host reachable until the host
-// frees it: the host holds only its address, which the garbage collector
-// does not see. Exports run one at a time per instance, so no lock.
-var pinned = map[uint32][]byte{}
+// allocated keeps every buffer shoal_alloc handed to the host reachable
+// until shoal_free: the host holds only its address, which the garbage
+// collector does not see. Exports run one at a time per instance, so no
+// lock.
+var allocated = map[uint32][]byte{}
 
-func pin(b []byte) uint32 {
-	if len(b) == 0 {
-		b = make([]byte, 1)
-	}
-	p := uint32(uintptr(unsafe.Pointer(unsafe.SliceData(b))))
-	pinned[p] = b
-	return p
-}
+// answer is the last answer handed to the host, kept reachable until the
+// next call into the module: the host copies it out before calling again,
+// so answers need no shoal_free call (every guest call costs the host a
+// goroutine switch).
+var answer []byte
 
-// pack returns a pinned response as ptr<<32 | len: a wasm export returns
-// one value, and Go cannot return a string or two results through
+func addr(b []byte) uint32 { return uint32(uintptr(unsafe.Pointer(unsafe.SliceData(b)))) }
+
+// pack returns an answer as ptr<<32 | len: a wasm export returns one
+// value, and Go cannot return a string or two results through
 // go:wasmexport.
 func pack(b []byte) uint64 {
-	return uint64(pin(b))<<32 | uint64(uint32(len(b)))
+	answer = b
+	return uint64(addr(b))<<32 | uint64(uint32(len(b)))
 }
 
 // request returns the host's request buffer. Only buffers this module
 // allocated are accepted, so a host bug cannot make the guest read
 // arbitrary memory.
 func request(ptr, size uint32) ([]byte, bool) {
-	b, ok := pinned[ptr]
+	answer = nil
+	b, ok := allocated[ptr]
 	if !ok || uint32(len(b)) < size {
 		return nil, false
 	}
@@ -43,16 +45,22 @@ func shoalABIV1() {}
 
 //go:wasmexport shoal_alloc
 func shoalAlloc(size uint32) uint32 {
-	return pin(make([]byte, size))
+	answer = nil
+	b := make([]byte, max(size, 1))
+	p := addr(b)
+	allocated[p] = b
+	return p
 }
 
 //go:wasmexport shoal_free
 func shoalFree(ptr uint32) {
-	delete(pinned, ptr)
+	answer = nil
+	delete(allocated, ptr)
 }
 
 //go:wasmexport shoal_describe
 func shoalDescribe() uint64 {
+	answer = nil
 	return pack(handleDescribe())
 }
 

@@ -190,7 +190,11 @@ type description struct {
 // Each returns a complete response envelope and never panics.
 
 func handleDescribe() (resp []byte) {
-	defer recoverInto(&resp)
+	defer func() {
+		if r := recover(); r != nil {
+			resp = panicEnvelope(r)
+		}
+	}()
 	switch {
 	case registered.provider != nil:
 		p := registered.provider
@@ -208,16 +212,20 @@ func handleDescribe() (resp []byte) {
 }
 
 func handleRead(req []byte) (resp []byte) {
-	defer recoverInto(&resp)
+	defer func() {
+		if r := recover(); r != nil {
+			resp = panicEnvelope(r)
+		}
+	}()
 	p := registered.provider
 	if p == nil {
 		return errorEnvelope(Failed, "this module registered no provider")
 	}
-	var r ReadRequest
-	if err := json.Unmarshal(req, &r); err != nil {
+	r, err := decodeRead(req)
+	if err != nil {
 		return errorEnvelope(Failed, "malformed read request: "+err.Error())
 	}
-	out, err := p.Read(&r)
+	out, err := p.Read(r)
 	if err != nil {
 		return errorFrom(err, Failed)
 	}
@@ -229,7 +237,11 @@ func handleRead(req []byte) (resp []byte) {
 }
 
 func handleList(req []byte) (resp []byte) {
-	defer recoverInto(&resp)
+	defer func() {
+		if r := recover(); r != nil {
+			resp = panicEnvelope(r)
+		}
+	}()
 	p := registered.provider
 	if p == nil {
 		return errorEnvelope(Failed, "this module registered no provider")
@@ -237,11 +249,11 @@ func handleList(req []byte) (resp []byte) {
 	if p.List == nil {
 		return recordEnvelope([]Resource{})
 	}
-	var r ListRequest
-	if err := json.Unmarshal(req, &r); err != nil {
+	r, err := decodeList(req)
+	if err != nil {
 		return errorEnvelope(Failed, "malformed list request: "+err.Error())
 	}
-	res, err := p.List(&r)
+	res, err := p.List(r)
 	if err != nil {
 		return errorFrom(err, Failed)
 	}
@@ -251,25 +263,23 @@ func handleList(req []byte) (resp []byte) {
 	return recordEnvelope(res)
 }
 
-// validateRequest is the request of shoal_validate.
-type validateRequest struct {
-	Channel string          `json:"channel"`
-	Payload json.RawMessage `json:"payload"`
-}
-
 var okEnvelope = []byte(`{"ok":true}`)
 
 func handleValidate(req []byte) (resp []byte) {
-	defer recoverInto(&resp)
+	defer func() {
+		if r := recover(); r != nil {
+			resp = panicEnvelope(r)
+		}
+	}()
 	v := registered.validator
 	if v == nil {
 		return errorEnvelope(Failed, "this module registered no validator")
 	}
-	var r validateRequest
-	if err := json.Unmarshal(req, &r); err != nil {
+	channel, payload, err := decodeValidate(req)
+	if err != nil {
 		return errorEnvelope(Failed, "malformed validate request: "+err.Error())
 	}
-	if err := v.Validate(r.Channel, r.Payload); err != nil {
+	if err := v.Validate(channel, payload); err != nil {
 		return errorFrom(err, Rejected)
 	}
 	return okEnvelope
@@ -295,25 +305,18 @@ func errorFrom(err error, fallback Code) []byte {
 }
 
 func errorEnvelope(code Code, msg string) []byte {
-	b, err := json.Marshal(struct {
-		OK    bool  `json:"ok"`
-		Error Error `json:"error"`
-	}{Error: Error{Code: code, Message: msg}})
-	if err != nil { // only an unencodable message could get here
-		return []byte(`{"ok":false,"error":{"code":"FAILED","message":"unencodable error message"}}`)
-	}
-	return b
+	return appendErrorEnvelope(make([]byte, 0, len(msg)+64), code, msg)
 }
 
-// recoverInto turns a panic in an export into a PANIC envelope: a trap
+// panicEnvelope turns a panic in an export into a PANIC answer: a trap
 // would leave the host no reason to report. The kernel retires the
 // instance anyway, since the panic may have left its state half-updated.
-func recoverInto(resp *[]byte) {
-	if r := recover(); r != nil {
-		msg := fmt.Sprint(r)
-		if len(msg) > 4096 {
-			msg = strings.ToValidUTF8(msg[:4096], "") + "…"
-		}
-		*resp = errorEnvelope(codePanic, msg)
+// (Each export recovers in a func literal of its own: a deferred call
+// given a pointer to the result would move the result to the heap.)
+func panicEnvelope(r any) []byte {
+	msg := fmt.Sprint(r)
+	if len(msg) > 4096 {
+		msg = strings.ToValidUTF8(msg[:4096], "") + "…"
 	}
+	return errorEnvelope(codePanic, msg)
 }

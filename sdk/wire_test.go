@@ -1,0 +1,128 @@
+package sdk
+
+import (
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestDecodeRead(t *testing.T) {
+	tests := []struct {
+		in   string
+		want *ReadRequest
+		err  string
+	}{
+		{`{"uri":"shoal://kv/a?x=1","family":"kv","segments":["a"],"query":[{"key":"x","value":"1"}],"caller":{"session":"main","principal":"agent:x"}}`,
+			&ReadRequest{URI: "shoal://kv/a?x=1", Family: "kv", Segments: []string{"a"}, Query: []Param{{"x", "1"}}, Caller: Caller{"main", "agent:x"}}, ""},
+		{` { "segments" : [ "a\"b" , "\u00e9\n\\/" ] , "extra": {"deep":[1,-2.5e3,true,false,null,"s"]}, "query": null } `,
+			&ReadRequest{Segments: []string{`a"b`, "é\n\\/"}}, ""},
+		{`{"segments":["\ud83d\ude00","\ud83d","\ude00x","\ud83d\u0041"]}`,
+			&ReadRequest{Segments: []string{"😀", "\uFFFD", "\uFFFDx", "\uFFFDA"}}, ""},
+		{`{"segments":["a"],"segments":["b"]}`, &ReadRequest{Segments: []string{"b"}}, ""},
+		{`{}`, &ReadRequest{}, ""},
+		{`null`, &ReadRequest{}, ""},
+		{``, nil, "want '{'"},
+		{`{"uri":1}`, nil, "want a string"},
+		{`{"uri":"a`, nil, "unterminated"},
+		{"{\"uri\":\"a\x01\"}", nil, "control character"},
+		{`{"uri":"\x"}`, nil, "bad escape"},
+		{`{"uri":"\u12"}`, nil, "escape"},
+		{`{"x":01}`, nil, "bad number"},
+		{`{"x":1.}`, nil, "bad number"},
+		{`{"x":-}`, nil, "bad number"},
+		{`{"x":1e}`, nil, "bad number"},
+		{`{"x":tru}`, nil, "want true"},
+		{`{"segments":["a" "b"]}`, nil, "want ',' or ']'"},
+		{`{"uri":"a" "family":"b"}`, nil, "want ',' or '}'"},
+		{`{} {}`, nil, "unexpected data"},
+		{`{"x":}`, nil, "want a value"},
+	}
+	for _, tc := range tests {
+		got, err := decodeRead([]byte(tc.in))
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%s: error %v, want %q", tc.in, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s:\n got %+v, %v\nwant %+v", tc.in, got, err, tc.want)
+		}
+	}
+}
+
+func TestDecodeValidate(t *testing.T) {
+	ch, p, err := decodeValidate([]byte(`{"channel":"user.a","payload": {"x":[1,{"y":"}"}]} }`))
+	if err != nil || ch != "user.a" || string(p) != `{"x":[1,{"y":"}"}]}` {
+		t.Fatalf("got %q %s %v", ch, p, err)
+	}
+	if _, _, err := decodeValidate([]byte(`{"channel":"user.a"}`)); err == nil {
+		t.Fatal("no error without a payload")
+	}
+}
+
+// FuzzDecodeRead checks the scanner against encoding/json: a request the
+// kernel encodes reads back the same, and no input makes it panic or
+// accept what is not JSON.
+func FuzzDecodeRead(f *testing.F) {
+	f.Add("shoal://kv/a", "kv", "a", "path", ".x", "main", "agent:x", []byte(`{"segments":["a"]}`))
+	f.Add("", "\u2028", "a/b", "", "\"", "\x00", "é", []byte(`{"segments":["\ud83d\ude00"],"n":-0.5e+3}`))
+	f.Fuzz(func(t *testing.T, uri, family, seg, key, val, session, principal string, raw []byte) {
+		in := ReadRequest{URI: uri, Family: family, Segments: []string{seg, ""}, Query: []Param{{key, val}}, Caller: Caller{session, principal}}
+		data, _ := json.Marshal(in)
+		var want ReadRequest
+		if err := json.Unmarshal(data, &want); err != nil {
+			t.Fatal(err)
+		}
+		got, err := decodeRead(data)
+		if err != nil || !reflect.DeepEqual(*got, want) {
+			t.Fatalf("%s:\n got %+v %v\nwant %+v", data, got, err, want)
+		}
+		if _, err := decodeRead(raw); err == nil && !json.Valid(raw) {
+			t.Fatalf("accepted invalid JSON %q", raw)
+		}
+	})
+}
+
+func TestParseObject(t *testing.T) {
+	o, err := ParseObject([]byte(` {"s":"a\"b","n":-12,"f":1.5e2,"b":true,"z":null,"o":{"x":[1]},"n2":1.0,"s":"last"} `))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, ok := o.Str("s"); !ok || s != "last" {
+		t.Errorf("Str(s) = %q %v", s, ok)
+	}
+	if n, ok := o.Int("n"); !ok || n != -12 {
+		t.Errorf("Int(n) = %d %v", n, ok)
+	}
+	if _, ok := o.Int("n2"); ok {
+		t.Error("Int(n2) accepted 1.0")
+	}
+	if _, ok := o.Int("s"); ok {
+		t.Error("Int(s) accepted a string")
+	}
+	if f, ok := o.Float("f"); !ok || f != 150 {
+		t.Errorf("Float(f) = %v %v", f, ok)
+	}
+	if _, ok := o.Float("b"); ok {
+		t.Error("Float(b) accepted a bool")
+	}
+	if b, ok := o.Bool("b"); !ok || !b {
+		t.Errorf("Bool(b) = %v %v", b, ok)
+	}
+	if raw, ok := o.Raw("o"); !ok || string(raw) != `{"x":[1]}` {
+		t.Errorf("Raw(o) = %s %v", raw, ok)
+	}
+	if !o.Has("z") || o.Has("missing") {
+		t.Error("Has")
+	}
+	if _, ok := o.Str("missing"); ok {
+		t.Error("Str(missing)")
+	}
+	for _, bad := range []string{`[1]`, `null`, `{"a":}`, `{"a":1`, `"s"`, ``} {
+		if _, err := ParseObject([]byte(bad)); err == nil {
+			t.Errorf("ParseObject(%q) accepted", bad)
+		}
+	}
+}
