@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/tetratelabs/wazero"
@@ -63,26 +64,109 @@ func (s signature) matches(d api.FunctionDefinition) bool {
 	return bytes.Equal(s.params, d.ParamTypes()) && bytes.Equal(s.results, d.ResultTypes())
 }
 
-// checkModule inspects a compiled module before anything of it runs: the
-// ABI marker, the exports the kind needs and their signatures, the
-// imports (only WASI preview 1 is provided) and the reactor shape.
-func checkModule(cm wazero.CompiledModule, kind string) error {
-	exports := cm.ExportedFunctions()
-	if _, ok := exports[exportMarker]; !ok {
+// functionExports lists the names of a module's function exports by
+// reading its export section, without compiling it: a module that is not
+// a Shoal reactor is refused before paying for compilation (about a
+// second). ok is false when the binary cannot be read this way; compiling
+// it then reports the problem.
+func functionExports(bin []byte) (names map[string]bool, ok bool) {
+	if len(bin) < 8 || string(bin[:4]) != "\x00asm" {
+		return nil, false
+	}
+	i := 8
+	uleb := func() (uint32, bool) {
+		var v uint32
+		for shift := 0; shift < 35 && i < len(bin); shift += 7 {
+			b := bin[i]
+			i++
+			v |= uint32(b&0x7f) << shift
+			if b < 0x80 {
+				return v, true
+			}
+		}
+		return 0, false
+	}
+	for i < len(bin) {
+		id := bin[i]
+		i++
+		size, ok := uleb()
+		if !ok || uint64(i)+uint64(size) > uint64(len(bin)) {
+			return nil, false
+		}
+		end := i + int(size)
+		if id != 7 { // not the export section
+			i = end
+			continue
+		}
+		n, ok := uleb()
+		if !ok {
+			return nil, false
+		}
+		names = map[string]bool{}
+		for ; n > 0; n-- {
+			l, ok := uleb()
+			if !ok || i+int(l)+1 > end {
+				return nil, false
+			}
+			name := string(bin[i : i+int(l)])
+			i += int(l)
+			kind := bin[i]
+			i++
+			if _, ok := uleb(); !ok {
+				return nil, false
+			}
+			if kind == 0 {
+				names[name] = true
+			}
+		}
+		return names, true
+	}
+	return map[string]bool{}, true
+}
+
+// checkShape refuses, from its export names alone, a module that is not
+// a Shoal plugin of this ABI, or not a reactor, or lacks an export its
+// kind needs.
+func checkShape(exports map[string]bool, kind string) error {
+	if !exports[exportMarker] {
 		var others []string
 		for name := range exports {
 			if strings.HasPrefix(name, "shoal_abi_") {
 				others = append(others, name)
 			}
 		}
+		slices.Sort(others)
 		if len(others) > 0 {
 			return fmt.Errorf("module speaks %s, this kernel speaks %s: rebuild it with the sdk of this kernel", strings.Join(others, ", "), ABI)
 		}
 		return fmt.Errorf("module does not export %s: it is not a Shoal plugin, or was built without importing github.com/shoal-sh/shoal/sdk", ABI)
 	}
-	_, hasInit := exports[exportInit]
-	if _, hasStart := exports[exportStart]; hasStart && !hasInit {
+	if exports[exportStart] && !exports[exportInit] {
 		return fmt.Errorf("module is a WASI command (it exports _start, not _initialize): build it as a reactor with GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared")
+	}
+	needed := []string{exportAlloc, exportFree, exportDescribe, exportRead}
+	if kind == KindValidator {
+		needed[3] = exportValidate
+	}
+	for _, name := range needed {
+		if !exports[name] {
+			return fmt.Errorf("module lacks the %s export that a %s needs", name, kind)
+		}
+	}
+	return nil
+}
+
+// checkModule inspects a compiled module before anything of it runs: the
+// shape (as checkShape), the signatures of the exports, the imports (only
+// WASI preview 1 is provided) and the memory.
+func checkModule(cm wazero.CompiledModule, kind string) error {
+	exports := cm.ExportedFunctions()
+	names := make(map[string]bool, len(exports))
+	for name := range exports {
+		names[name] = true
+	}
+	if err := checkShape(names, kind); err != nil {
+		return err
 	}
 	need := []struct {
 		name string

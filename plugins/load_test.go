@@ -1,11 +1,15 @@
 package plugins
 
 import (
+	"context"
 	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/tetratelabs/wazero"
 
 	"github.com/shoal-sh/shoal/core"
 	"github.com/shoal-sh/shoal/core/rpc"
@@ -385,4 +389,54 @@ timeout_ms = 300
 	if st := status(t, s, "checker"); st.Health != HealthFailed || !strings.Contains(st.Error, "self-contained") {
 		t.Fatalf("status %+v", st)
 	}
+}
+
+// TestFunctionExports checks the export-section reader against wazero's
+// decoder on a real module.
+func TestFunctionExports(t *testing.T) {
+	bin, err := os.ReadFile(kvWasm(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, ok := functionExports(bin)
+	if !ok {
+		t.Fatal("cannot read the kv module's exports")
+	}
+	ctx := context.Background()
+	r := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().WithCompilationCache(sharedCache))
+	defer r.Close(ctx)
+	cm, err := r.CompileModule(ctx, bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{}
+	for name := range cm.ExportedFunctions() {
+		want[name] = true
+	}
+	if !maps.Equal(names, want) {
+		t.Fatalf("got %v, want %v", names, want)
+	}
+	for _, bad := range [][]byte{nil, []byte("\x00asm"), []byte("\x7fELF\x02\x01\x01\x00"), append([]byte("\x00asm\x01\x00\x00\x00\x07\x05\x01"), 0xff)} {
+		if _, ok := functionExports(bad); ok {
+			t.Errorf("functionExports(%q) claims to have read it", bad)
+		}
+	}
+}
+
+// tinyModule is a module whose export section exports one function name.
+func tinyModule(name string) []byte {
+	b := []byte("\x00asm\x01\x00\x00\x00")
+	sec := append([]byte{1, byte(len(name))}, name...)
+	sec = append(sec, 0, 0) // function 0
+	b = append(b, 7, byte(len(sec)))
+	return append(b, sec...)
+}
+
+func FuzzFunctionExports(f *testing.F) {
+	f.Add(tinyModule("shoal_abi_v1"))
+	f.Add(tinyModule("_start"))
+	f.Add([]byte("\x00asm\x01\x00\x00\x00\x00\x80\x80\x80\x80\x10"))
+	f.Fuzz(func(t *testing.T, bin []byte) {
+		functionExports(bin) // must not panic or loop
+	})
 }

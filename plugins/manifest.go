@@ -71,8 +71,8 @@ type ValidatorManifest struct {
 type Limits struct {
 	// MemoryMB caps the linear memory of each instance.
 	MemoryMB int `toml:"memory_mb" json:"memory_mb"`
-	// TimeoutMS is the deadline of one call, waiting for a free instance
-	// included.
+	// TimeoutMS is the deadline of one call; waiting for a free instance
+	// is bounded by the same length.
 	TimeoutMS int `toml:"timeout_ms" json:"timeout_ms"`
 	// Instances bounds how many instances serve calls at once.
 	Instances int `toml:"instances" json:"instances"`

@@ -78,6 +78,11 @@ func (s *Set) loadPlugin(ctx context.Context, dir string, man *Manifest, grant c
 	if err != nil {
 		return nil, err
 	}
+	if exports, ok := functionExports(bin); ok {
+		if err := checkShape(exports, man.Kind); err != nil {
+			return nil, fmt.Errorf("%s: %w", man.Module, err)
+		}
+	}
 	rcfg := wazero.NewRuntimeConfig().
 		WithMemoryLimitPages(uint32(p.limits.MemoryMB) * 16). // 64 KiB pages
 		WithCloseOnContextDone(true)
