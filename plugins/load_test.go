@@ -235,7 +235,7 @@ func TestLoadRefusals(t *testing.T) {
 	s := load(t, []string{root, filepath.Join(root, "a-good"), filepath.Join(t.TempDir(), "missing")}, cfg, "out", "val")
 	want := map[string]struct{ health, reason string }{
 		"kv":          {HealthOK, ""},
-		"kv2":         {HealthFailed, `family "kv" is already served by plugin "kv"`},
+		"kv2":         {HealthFailed, `family "kv" is already claimed by plugin "kv"`},
 		"outer":       {HealthFailed, `family "out" belongs to a built-in provider`},
 		"nomodule":    {HealthFailed, "m.wasm: no such file"},
 		"family":      {HealthFailed, `module describes family "kv", the manifest says "notkv"`},

@@ -7,8 +7,10 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/tetratelabs/wazero"
@@ -73,10 +75,7 @@ func Load(dirs []string, cfg *core.Config, cacheDir string, log *slog.Logger, re
 	} else {
 		s.cache = wazero.NewCompilationCache()
 	}
-	ctx := context.Background()
-	for _, dir := range s.pluginDirs(dirs) {
-		s.loadOne(ctx, dir, cfg, reserved)
-	}
+	s.loadAll(context.Background(), s.pluginDirs(dirs), cfg, reserved)
 	return s, nil
 }
 
@@ -120,62 +119,108 @@ func (s *Set) pluginDirs(dirs []string) []string {
 	return out
 }
 
-func (s *Set) loadOne(ctx context.Context, dir string, cfg *core.Config, reserved []string) {
-	man, err := ReadManifest(dir)
-	if err != nil {
-		s.skip(PluginStatus{Name: filepath.Base(dir), Dir: dir, Health: HealthFailed, Error: err.Error()})
-		return
-	}
-	st := PluginStatus{Name: man.Name, Version: man.Version, Kind: man.Kind, Dir: dir}
-	if man.Provider != nil {
-		st.Family = man.Provider.Family
-	}
-	if man.Validator != nil {
-		st.Channels = man.Validator.Channels
-	}
-	grant := cfg.Plugins[man.Name]
-	if grant.Disabled {
-		st.Health = HealthDisabled
-		s.skip(st)
-		return
-	}
-	fail := func(err error) {
-		st.Health, st.Error = HealthFailed, err.Error()
-		s.skip(st)
-	}
-	if other, dup := s.byName[man.Name]; dup {
-		fail(fmt.Errorf("a plugin named %q is already loaded from %s: plugin names must be unique", man.Name, other.dir))
-		return
-	}
-	if man.Kind == KindProvider {
-		fam := man.Provider.Family
-		if slices.Contains(reserved, fam) {
-			fail(fmt.Errorf("family %q belongs to a built-in provider: choose another family in %s", fam, ManifestFile))
-			return
+// candidate is a plugin folder whose manifest passed and whose name and
+// family are not taken, waiting to be compiled and started.
+type candidate struct {
+	dir   string
+	man   *Manifest
+	grant core.PluginGrant
+	st    PluginStatus
+	p     *plugin
+	err   error
+	took  time.Duration
+}
+
+// loadAll reads every manifest and settles names and families in folder
+// order, then compiles and starts the candidates in parallel (compiling,
+// even from the cache, is most of a plugin's start-up), then registers
+// them in folder order again.
+func (s *Set) loadAll(ctx context.Context, dirs []string, cfg *core.Config, reserved []string) {
+	names := map[string]string{}    // plugin name → folder
+	families := map[string]string{} // family → plugin name
+	var cands []*candidate
+	for _, dir := range dirs {
+		man, err := ReadManifest(dir)
+		if err != nil {
+			s.skip(PluginStatus{Name: filepath.Base(dir), Dir: dir, Health: HealthFailed, Error: err.Error()})
+			continue
 		}
-		if other, dup := s.byFamily[fam]; dup {
-			fail(fmt.Errorf("family %q is already served by plugin %q (%s): one family, one plugin", fam, other.name, other.dir))
-			return
+		c := &candidate{dir: dir, man: man, grant: cfg.Plugins[man.Name],
+			st: PluginStatus{Name: man.Name, Version: man.Version, Kind: man.Kind, Dir: dir}}
+		if man.Provider != nil {
+			c.st.Family = man.Provider.Family
 		}
+		if man.Validator != nil {
+			c.st.Channels = man.Validator.Channels
+		}
+		if c.grant.Disabled {
+			c.st.Health = HealthDisabled
+			s.skip(c.st)
+			continue
+		}
+		if other, dup := names[man.Name]; dup {
+			s.fail(c, fmt.Errorf("a plugin named %q is already loaded from %s: plugin names must be unique", man.Name, other))
+			continue
+		}
+		if man.Kind == KindProvider {
+			fam := man.Provider.Family
+			if slices.Contains(reserved, fam) {
+				s.fail(c, fmt.Errorf("family %q belongs to a built-in provider: choose another family in %s", fam, ManifestFile))
+				continue
+			}
+			if other, dup := families[fam]; dup {
+				s.fail(c, fmt.Errorf("family %q is already claimed by plugin %q (%s): one family, one plugin", fam, other, names[other]))
+				continue
+			}
+			families[fam] = man.Name
+		}
+		names[man.Name] = dir
+		cands = append(cands, c)
 	}
-	start := time.Now()
-	p, err := s.loadPlugin(ctx, dir, man, grant)
-	if err != nil {
-		fail(err)
-		return
+
+	work := make(chan *candidate)
+	var wg sync.WaitGroup
+	for range min(len(cands), runtime.GOMAXPROCS(0)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for c := range work {
+				start := time.Now()
+				c.p, c.err = s.loadPlugin(ctx, c.dir, c.man, c.grant)
+				c.took = time.Since(start)
+			}
+		}()
 	}
-	s.plugins = append(s.plugins, p)
-	s.byName[p.name] = p
-	if man.Kind == KindProvider {
-		s.byFamily[man.Provider.Family] = p
+	for _, c := range cands {
+		work <- c
 	}
-	if !p.denied.empty() {
-		s.log.Info("plugin asked for capabilities that were not granted",
-			"plugin", p.name, "env", p.denied.Env, "fs", p.denied.FS, "clock", p.denied.Clock,
-			"grant_in", fmt.Sprintf("[plugins.%s] in config.toml", p.name))
+	close(work)
+	wg.Wait()
+
+	for _, c := range cands {
+		if c.err != nil {
+			s.fail(c, c.err)
+			continue
+		}
+		p := c.p
+		s.plugins = append(s.plugins, p)
+		s.byName[p.name] = p
+		if c.man.Kind == KindProvider {
+			s.byFamily[c.man.Provider.Family] = p
+		}
+		if !p.denied.empty() {
+			s.log.Info("plugin asked for capabilities that were not granted",
+				"plugin", p.name, "env", p.denied.Env, "fs", p.denied.FS, "clock", p.denied.Clock,
+				"grant_in", fmt.Sprintf("[plugins.%s] in config.toml", p.name))
+		}
+		s.log.Info("plugin loaded", "plugin", p.name, "version", c.man.Version, "kind", c.man.Kind,
+			"dir", c.dir, "took", c.took.Round(time.Millisecond))
 	}
-	s.log.Info("plugin loaded", "plugin", p.name, "version", man.Version, "kind", man.Kind,
-		"dir", dir, "took", time.Since(start).Round(time.Millisecond))
+}
+
+func (s *Set) fail(c *candidate, err error) {
+	c.st.Health, c.st.Error = HealthFailed, err.Error()
+	s.skip(c.st)
 }
 
 func (s *Set) skip(st PluginStatus) {
