@@ -194,7 +194,7 @@ func (t *httpTransport) lookup(w http.ResponseWriter, r *http.Request) *httpSess
 // which are not loopback names.
 func (t *httpTransport) checkRequestOrigin(r *http.Request) error {
 	if !t.allowRemote && !isLoopbackHost(r.Host) {
-		return fmt.Errorf("Host %q is not a loopback name", r.Host)
+		return fmt.Errorf("host %q is not a loopback name", r.Host)
 	}
 	origin := r.Header.Get("Origin")
 	if origin == "" {
@@ -202,7 +202,7 @@ func (t *httpTransport) checkRequestOrigin(r *http.Request) error {
 	}
 	u, err := url.Parse(origin)
 	if err != nil || u.Host == "" {
-		return fmt.Errorf("Origin %q is not a URL", origin)
+		return fmt.Errorf("origin %q is not a URL", origin)
 	}
 	if isLoopbackHost(u.Host) {
 		return nil
@@ -210,7 +210,7 @@ func (t *httpTransport) checkRequestOrigin(r *http.Request) error {
 	if t.allowRemote && strings.EqualFold(u.Host, r.Host) {
 		return nil
 	}
-	return fmt.Errorf("Origin %q is not allowed", origin)
+	return fmt.Errorf("origin %q is not allowed", origin)
 }
 
 func (t *httpTransport) ServeHTTP(w http.ResponseWriter, r *http.Request) {

@@ -74,6 +74,7 @@ func TestHandshake(t *testing.T) {
 
 	ctx, cancel := p.ctx()
 	defer cancel()
+	//lint:ignore SA1019 ping is still part of the protocol versions the facade negotiates
 	if err := p.c.Ping(ctx); err != nil {
 		t.Errorf("ping: %v", err)
 	}

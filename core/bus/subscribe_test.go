@@ -57,12 +57,6 @@ func (c *collector) wait(n int) []Event {
 	return slices.Clone(c.events)
 }
 
-func (c *collector) snapshot() []Event {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return slices.Clone(c.events)
-}
-
 // E6: a fast subscriber gets every event, in order, without a marker.
 func TestSubscribeDeliversInOrder(t *testing.T) {
 	b := newTestBus(t, Options{})

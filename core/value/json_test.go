@@ -94,7 +94,7 @@ func TestFloatNaNRoundTrip(t *testing.T) {
 }
 
 func TestFloatMatchesEncodingJSON(t *testing.T) {
-	for _, f := range []float64{0, -0.0, 1, -1.25, 1e20, 1e21, 123456789e-15, 1e-6, 9.999e-7, math.MaxFloat64, math.SmallestNonzeroFloat64, 0.1} {
+	for _, f := range []float64{0, math.Copysign(0, -1), 1, -1.25, 1e20, 1e21, 123456789e-15, 1e-6, 9.999e-7, math.MaxFloat64, math.SmallestNonzeroFloat64, 0.1} {
 		want, _ := json.Marshal(f)
 		if got := AppendFloat(nil, f); string(got) != string(want) {
 			t.Errorf("AppendFloat(%v) = %s, encoding/json says %s", f, got, want)

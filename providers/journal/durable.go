@@ -60,8 +60,8 @@ func (j *Journal) ReadRange(channel string, from, to uint64, limit int) ([]bus.E
 		// Walk down from the top of the range so that a limit keeps the
 		// newest events without visiting the rest.
 		c := b.Cursor()
-		k, v := c.Seek(be64(to))
-		if k == nil {
+		var k, v []byte
+		if k, _ = c.Seek(be64(to)); k == nil {
 			k, v = c.Last()
 		} else {
 			k, v = c.Prev()

@@ -91,10 +91,9 @@ func (t *Task) Done() <-chan struct{} { return t.done }
 type Registry struct {
 	bus *bus.Bus
 
-	mu     sync.Mutex
-	next   int
-	tasks  map[int]*Task
-	closed bool
+	mu    sync.Mutex
+	next  int
+	tasks map[int]*Task
 }
 
 // NewRegistry returns an empty registry publishing on b (may be nil).

@@ -315,8 +315,13 @@ func unwrap(name string, args []string) []string {
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		if a == "--" {
-			args = args[i+1:]
-			break
+			// Everything after -- is positional: skip what the wrapper
+			// itself takes, the rest is the command.
+			rest := args[i+1:]
+			if skipPositional < len(rest) {
+				return rest[skipPositional:]
+			}
+			return nil
 		}
 		if strings.HasPrefix(a, "-") && len(a) > 1 {
 			if slices.Contains(vf, a) {
@@ -415,7 +420,7 @@ func observeScript(ru *run, dir, script string, offset uint, depth int) {
 				return true
 			}
 			switch n.Op {
-			case syntax.RdrOut, syntax.AppOut, syntax.RdrAll, syntax.AppAll, syntax.ClbOut, syntax.RdrInOut:
+			case syntax.RdrOut, syntax.AppOut, syntax.RdrAll, syntax.AppAll, syntax.RdrClob, syntax.RdrInOut:
 				ru.effect(EffectFSWrite, absIn(dir, target))
 			case syntax.RdrIn:
 				ru.effect(EffectFSRead, absIn(dir, target))
