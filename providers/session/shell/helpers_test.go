@@ -152,6 +152,8 @@ func TestUnwrap(t *testing.T) {
 		want []string
 	}{
 		{"sudo", []string{"-u", "root", "-E", "rm", "-rf", "/x"}, []string{"rm", "-rf", "/x"}},
+		{"sudo", []string{"-u", "root", "--", "rm", "-rf", "/x"}, []string{"rm", "-rf", "/x"}},
+		{"timeout", []string{"--", "5", "rm", "x"}, []string{"rm", "x"}},
 		{"timeout", []string{"-k", "5", "30s", "curl", "u"}, []string{"curl", "u"}},
 		{"nice", []string{"-n", "10", "make"}, []string{"make"}},
 		{"xargs", []string{"-n", "1", "rm"}, []string{"rm"}},
