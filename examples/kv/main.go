@@ -7,7 +7,7 @@
 //
 //	GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o examples/kv/kv.wasm ./examples/kv
 //	shoal kernel --plugin-dir examples/kv
-//	shoal get 'shoal://kv/fleet?path=.rows[0].name'
+//	shoal get 'shoal://kv/fleet?path=[0].name'
 package main
 
 import (
