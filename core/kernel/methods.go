@@ -72,7 +72,14 @@ func (k *Kernel) eventsPublish(_ context.Context, _ *conn, _ *core.Caller, raw j
 	if err != nil {
 		return nil, err
 	}
-	return map[string]any{"channel": ev.Channel, "seq": ev.Seq, "ts": ev.TS}, nil
+	return published{ev.Channel, ev.Seq, ev.TS}, nil
+}
+
+// published is the answer of events.publish.
+type published struct {
+	Channel string `json:"channel"`
+	Seq     uint64 `json:"seq"`
+	TS      int64  `json:"ts"`
 }
 
 type subscribeParams struct {
