@@ -19,8 +19,7 @@ var answer []byte
 func addr(b []byte) uint32 { return uint32(uintptr(unsafe.Pointer(unsafe.SliceData(b)))) }
 
 // pack returns an answer as ptr<<32 | len: a wasm export returns one
-// value, and Go cannot return a string or two results through
-// go:wasmexport.
+// value, and a Go export can return neither a string nor two results.
 func pack(b []byte) uint64 {
 	answer = b
 	return uint64(addr(b))<<32 | uint64(uint32(len(b)))
