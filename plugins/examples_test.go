@@ -152,3 +152,7 @@ func TestExampleBuildcheck(t *testing.T) {
 	// Bound to a channel it does not declare: a configuration error, not a verdict.
 	wantCode(t, v("user.deploy.v1", json.RawMessage(`{}`)), rpc.PluginError, "declares channels user.build.v1", "config.toml")
 }
+
+// KVFolder is a ready kv plugin folder (module built once per test
+// binary), for the external end-to-end tests in package plugins_test.
+func KVFolder(t testing.TB) string { return exampleFolder(t, "kv", kvWasm(t)) }

@@ -1,0 +1,123 @@
+package plugins_test
+
+import (
+	"context"
+	"net"
+	"os"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/shoal-sh/shoal/core/kernel"
+	"github.com/shoal-sh/shoal/internal/boot"
+	"github.com/shoal-sh/shoal/plugins"
+	"github.com/shoal-sh/shoal/sdk/client"
+)
+
+// kernelWithKV starts a full kernel (built-in families and the kv plugin)
+// and attaches a client.
+func kernelWithKV(tb testing.TB) *client.Client {
+	tb.Helper()
+	dir, err := os.MkdirTemp("", "shp")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { os.RemoveAll(dir) })
+	k, err := boot.NewKernel(kernel.Options{StateDir: dir, PluginDirs: []string{plugins.KVFolder(tb)}})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- k.Serve(context.Background()) }()
+	tb.Cleanup(func() { k.Stop(); <-done })
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if c, err := net.Dial("unix", k.Socket()); err == nil {
+			c.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			tb.Fatal("kernel never answered")
+		}
+	}
+	c, err := client.Dial(context.Background(), client.Options{StateDir: dir, Principal: "agent:plug"})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { c.Close() })
+	return c
+}
+
+// TestPluginThroughKernel: a plugin family is listed, templated and read
+// through the same socket, router and rendering as the built-ins.
+func TestPluginThroughKernel(t *testing.T) {
+	c := kernelWithKV(t)
+	ctx := context.Background()
+	got, err := c.Read(ctx, "shoal://kv/fleet?path=[1].name")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.StructuredContent) == 0 || got.Contents[0].MimeType != "application/json" {
+		t.Fatalf("read: %+v", got)
+	}
+	if _, err := c.Read(ctx, "shoal://kv/fleet?path=[0].nope"); client.Code(err) != -32005 {
+		t.Errorf("bad path on a plugin value: %v", err)
+	}
+	var list struct {
+		Resources []struct{ URI string } `json:"resources"`
+	}
+	if err := c.Call(ctx, "resources.list", nil, &list); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(list.Resources); n < 7 || list.Resources[5].URI != "shoal://pty" {
+		t.Fatalf("built-in roots must stay first: %+v", list.Resources)
+	}
+	foundKV := false
+	for _, r := range list.Resources[6:] {
+		foundKV = foundKV || r.URI == "shoal://kv"
+	}
+	if !foundKV {
+		t.Errorf("plugin root missing: %+v", list.Resources)
+	}
+}
+
+func p50(lat []time.Duration) time.Duration {
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	return lat[len(lat)/2]
+}
+
+// BenchmarkReadOverSocket compares what a client waits for: a warm read of
+// a small value from the kv plugin and of the same value from the
+// built-in transcript (shoal://out/N), over the kernel socket, alternated
+// in one run.
+func BenchmarkReadOverSocket(b *testing.B) {
+	c := kernelWithKV(b)
+	ctx := context.Background()
+	r, err := c.Exec(ctx, `jq -n '42'`, client.ExecOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, target := range []string{"shoal://kv/answer", r.URI} {
+		if _, err := c.Read(ctx, target); err != nil {
+			b.Fatal(err)
+		}
+	}
+	plugin := make([]time.Duration, 0, b.N)
+	builtin := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		if _, err := c.Read(ctx, "shoal://kv/answer"); err != nil {
+			b.Fatal(err)
+		}
+		plugin = append(plugin, time.Since(t0))
+		t0 = time.Now()
+		if _, err := c.Read(ctx, r.URI); err != nil {
+			b.Fatal(err)
+		}
+		builtin = append(builtin, time.Since(t0))
+	}
+	p, bi := p50(plugin), p50(builtin)
+	b.ReportMetric(float64(p.Microseconds()), "plugin-p50-µs")
+	b.ReportMetric(float64(bi.Microseconds()), "builtin-p50-µs")
+	b.ReportMetric(float64(p)/float64(bi), "x-builtin")
+}
