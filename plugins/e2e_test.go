@@ -2,14 +2,12 @@ package plugins_test
 
 import (
 	"context"
-	"net"
-	"os"
 	"sort"
 	"testing"
 	"time"
 
 	"github.com/shoal-sh/shoal/core/kernel"
-	"github.com/shoal-sh/shoal/internal/boot"
+	"github.com/shoal-sh/shoal/internal/testkernel"
 	"github.com/shoal-sh/shoal/plugins"
 	"github.com/shoal-sh/shoal/sdk/client"
 )
@@ -18,33 +16,8 @@ import (
 // and attaches a client.
 func kernelWithKV(tb testing.TB) *client.Client {
 	tb.Helper()
-	dir, err := os.MkdirTemp("", "shp")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { os.RemoveAll(dir) })
-	k, err := boot.NewKernel(kernel.Options{StateDir: dir, PluginDirs: []string{plugins.KVFolder(tb)}})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- k.Serve(context.Background()) }()
-	tb.Cleanup(func() { k.Stop(); <-done })
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		if c, err := net.Dial("unix", k.Socket()); err == nil {
-			c.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			tb.Fatal("kernel never answered")
-		}
-	}
-	c, err := client.Dial(context.Background(), client.Options{StateDir: dir, Principal: "agent:plug"})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { c.Close() })
-	return c
+	k := testkernel.Start(tb, kernel.Options{PluginDirs: []string{plugins.KVFolder(tb)}})
+	return testkernel.Attach(tb, k.StateDir(), client.Options{Principal: "agent:plug"})
 }
 
 // TestPluginThroughKernel: a plugin family is listed, templated and read

@@ -19,6 +19,7 @@ import (
 	"github.com/shoal-sh/shoal/core/rpc"
 	"github.com/shoal-sh/shoal/core/uri"
 	"github.com/shoal-sh/shoal/core/value"
+	"github.com/shoal-sh/shoal/internal/testkernel"
 	"github.com/shoal-sh/shoal/sdk/client"
 )
 
@@ -43,65 +44,27 @@ func (tableProvider) Read(_ context.Context, c *core.Caller, u *uri.URI) (*core.
 	return &core.Content{Value: t, Ref: "fake:" + u.Segments[0]}, nil
 }
 
-// shortDir returns a temp dir short enough for a unix socket path.
-func shortDir(t testing.TB) string {
-	d, err := os.MkdirTemp("", "shk")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(d) })
-	return d
-}
+func shortDir(t testing.TB) string { return testkernel.ShortDir(t) }
 
 type running struct {
 	k    *kernel.Kernel
 	dir  string
-	done chan error
-	once sync.Once
+	stop func()
 }
 
+// start serves a kernel with only the fake provider.
 func start(t testing.TB, dir string) *running {
 	t.Helper()
 	k, err := kernel.New(kernel.Options{StateDir: dir}, tableProvider{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &running{k: k, dir: dir, done: make(chan error, 1)}
-	go func() { r.done <- k.Serve(context.Background()) }()
-	waitSocket(t, k.Socket())
-	t.Cleanup(r.stop)
-	return r
-}
-
-func (r *running) stop() {
-	r.once.Do(func() {
-		r.k.Stop()
-		<-r.done
-	})
-}
-
-func waitSocket(t testing.TB, path string) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		if c, err := net.Dial("unix", path); err == nil {
-			c.Close()
-			return
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	t.Fatalf("kernel never answered on %s", path)
+	return &running{k: k, dir: dir, stop: testkernel.Serve(t, k)}
 }
 
 func dial(t testing.TB, dir string, o client.Options) *client.Client {
 	t.Helper()
-	o.StateDir = dir
-	c, err := client.Dial(context.Background(), o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
+	return testkernel.Attach(t, dir, o)
 }
 
 // raw sends one frame on a fresh connection and returns the answer.

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -11,7 +10,7 @@ import (
 	"time"
 
 	"github.com/shoal-sh/shoal/core/kernel"
-	"github.com/shoal-sh/shoal/internal/boot"
+	"github.com/shoal-sh/shoal/internal/testkernel"
 	"github.com/shoal-sh/shoal/sdk/client"
 )
 
@@ -81,27 +80,8 @@ func run(c *Consumer) (stop func()) {
 }
 
 func TestConsumerExactlyOnceAcrossRestartsAndGaps(t *testing.T) {
-	dir, err := os.MkdirTemp("", "shx")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	k, err := boot.NewKernel(kernel.Options{StateDir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- k.Serve(context.Background()) }()
-	defer func() { k.Stop(); <-served }()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		if c, err := net.Dial("unix", k.Socket()); err == nil {
-			c.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no kernel")
-		}
-	}
+	k := testkernel.Start(t, kernel.Options{})
+	dir := k.StateDir()
 	pub, err := client.Dial(context.Background(), client.Options{StateDir: dir, Principal: "agent:shop"})
 	if err != nil {
 		t.Fatal(err)

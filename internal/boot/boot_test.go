@@ -3,7 +3,6 @@ package boot_test
 import (
 	"context"
 	"encoding/json"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,58 +15,21 @@ import (
 
 	"github.com/shoal-sh/shoal/core/kernel"
 	"github.com/shoal-sh/shoal/core/rpc"
-	"github.com/shoal-sh/shoal/internal/boot"
+	"github.com/shoal-sh/shoal/internal/testkernel"
 	"github.com/shoal-sh/shoal/sdk/client"
 )
 
-func shortDir(t testing.TB) string {
-	d, err := os.MkdirTemp("", "shb")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(d) })
-	return d
-}
+func shortDir(t testing.TB) string { return testkernel.ShortDir(t) }
 
 // startKernel runs a full kernel (every built-in family) in process.
 func startKernel(t testing.TB, dir string) *kernel.Kernel {
 	t.Helper()
-	k, err := boot.NewKernel(kernel.Options{StateDir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- k.Serve(context.Background()) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if c, err := net.Dial("unix", k.Socket()); err == nil {
-			c.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("kernel never answered")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	var once sync.Once
-	t.Cleanup(func() {
-		once.Do(func() {
-			k.Stop()
-			<-done
-		})
-	})
-	return k
+	return testkernel.Start(t, kernel.Options{StateDir: dir})
 }
 
 func attach(t testing.TB, dir string, o client.Options) *client.Client {
 	t.Helper()
-	o.StateDir = dir
-	c, err := client.Dial(context.Background(), o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
+	return testkernel.Attach(t, dir, o)
 }
 
 func exec1(t *testing.T, c *client.Client, src string, o client.ExecOptions) *client.ExecReply {
