@@ -12,6 +12,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/shoal-sh/shoal/core/render"
+	"github.com/shoal-sh/shoal/sdk/client"
 )
 
 // Facade translates MCP messages into kernel calls. The MCP library
@@ -34,7 +35,6 @@ func newFacade(d dialer, log *slog.Logger) *Facade {
 	f.mcp = server.NewMCPServer("shoal", Version,
 		server.WithResourceCapabilities(true, false),
 		server.WithToolCapabilities(false),
-		server.WithInputSchemaValidation(),
 		server.WithOutputSchemaValidation(),
 		server.WithRecovery(),
 		server.WithInstructions(instructions),
@@ -249,20 +249,10 @@ func (f *Facade) resourceTemplates(ctx context.Context, _ json.RawMessage) (any,
 // metaPrefix namespaces the facade's keys in MCP _meta objects.
 const metaPrefix = "sh.shoal/"
 
-type readContent struct {
-	URI      string `json:"uri"`
-	MimeType string `json:"mimeType"`
-	Text     string `json:"text"`
-}
+type readContent = client.Content
 
 // kernelRead is the kernel's answer to resources.read and value.get.
-type kernelRead struct {
-	Contents          []readContent   `json:"contents"`
-	StructuredContent json.RawMessage `json:"structuredContent"`
-	Ref               string          `json:"ref"`
-	Elided            bool            `json:"elided"`
-	Marks             []string        `json:"marks"`
-}
+type kernelRead = client.ReadResult
 
 // kernelReadRaw is kernelRead with the contents left encoded.
 type kernelReadRaw struct {

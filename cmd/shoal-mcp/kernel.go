@@ -253,7 +253,7 @@ func runKernel(args []string, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	stateDir := fs.String("state-dir", kernel.DefaultStateDir(), "state directory")
 	socket := fs.String("socket", "", "socket path")
-	idle := fs.Duration("idle-exit", 10*time.Minute, "idle exit")
+	idle := fs.Duration("idle-exit", kernel.IdleExitFromConfig, "idle exit (negative: config.toml's idle_exit)")
 	var plugins multiFlag
 	fs.Var(&plugins, "plugin-dir", "plugin folder (repeatable)")
 	if err := fs.Parse(args); err != nil {
@@ -282,7 +282,7 @@ func runKernel(args []string, stderr io.Writer) int {
 			log.Info("another kernel serves this socket; leaving it to that one", "err", err)
 			return exitAlreadyRunning
 		}
-		log.Error("kernel stopped", "err", err)
+		log.Error("kernel failed", "err", err)
 		return 1
 	}
 	return 0

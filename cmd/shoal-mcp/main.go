@@ -128,6 +128,11 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	if cfg.idleExit < 0 {
 		return nil, fmt.Errorf("%w: --idle-exit must not be negative (0 keeps a started kernel running)", errUsage)
 	}
+	idleSet := false
+	fs.Visit(func(f *flag.Flag) { idleSet = idleSet || f.Name == "idle-exit" })
+	if !idleSet {
+		cfg.idleExit = kernel.IdleExitFromConfig // config.toml's idle_exit, 10m by default
+	}
 	if cfg.allowRemote && cfg.httpAddr == "" {
 		return nil, fmt.Errorf("%w: --allow-remote only applies with --http ADDR", errUsage)
 	}

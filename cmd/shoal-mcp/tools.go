@@ -41,7 +41,7 @@ func (f *Facade) addTools() {
 			IdempotentHint:  mcp.ToBoolPtr(t.readOnly),
 			OpenWorldHint:   mcp.ToBoolPtr(!t.readOnly),
 		}
-		f.mcp.AddTool(tool, t.handler)
+		f.mcp.AddTool(tool, validated(t.name, t.input, t.handler))
 	}
 }
 
@@ -322,12 +322,27 @@ func nextStep(err error) string {
 
 // structured decodes a kernel answer into the object a tool returns as
 // structuredContent.
+// Numbers stay json.Number: nanosecond timestamps do not fit a float64.
 func structured(raw json.RawMessage) (map[string]any, error) {
 	var m map[string]any
-	if err := json.Unmarshal(raw, &m); err != nil {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := dec.Decode(&m); err != nil {
 		return nil, fmt.Errorf("kernel answer is not a JSON object: %w", err)
 	}
 	return m, nil
+}
+
+// num reads an integer member of a decoded kernel answer.
+func num(v any) (int64, bool) {
+	switch n := v.(type) {
+	case json.Number:
+		i, err := n.Int64()
+		return i, err == nil
+	case float64:
+		return int64(n), true
+	}
+	return 0, false
 }
 
 // result is a successful tool result: text for the model, the object for
@@ -418,10 +433,10 @@ func execText(m map[string]any) string {
 			status = "failed"
 		}
 		fmt.Fprintf(&b, "%s %s", ref, status)
-		if exit, ok := m["exit"].(float64); ok {
-			fmt.Fprintf(&b, ", exit %d", int(exit))
+		if exit, ok := num(m["exit"]); ok {
+			fmt.Fprintf(&b, ", exit %d", exit)
 		}
-		if ns, ok := m["duration_ns"].(float64); ok {
+		if ns, ok := num(m["duration_ns"]); ok {
 			fmt.Fprintf(&b, ", %s", time.Duration(ns).Round(time.Microsecond*100))
 		}
 		if task != "" {
@@ -589,13 +604,13 @@ func screenText(m map[string]any) string {
 	if cmd != "" {
 		fmt.Fprintf(&b, " %q", cmd)
 	}
-	if c, ok := m["cols"].(float64); ok {
-		fmt.Fprintf(&b, " %dx%v", int(c), m["rows"])
+	if c, ok := num(m["cols"]); ok {
+		fmt.Fprintf(&b, " %dx%v", c, m["rows"])
 	}
 	if m["alive"] == true {
 		b.WriteString(" alive")
-	} else if exit, ok := m["exit"].(float64); ok {
-		fmt.Fprintf(&b, " exited %d", int(exit))
+	} else if exit, ok := num(m["exit"]); ok {
+		fmt.Fprintf(&b, " exited %d", exit)
 	} else {
 		b.WriteString(" ended")
 	}
@@ -650,7 +665,7 @@ func (f *Facade) toolPTYClose(ctx context.Context, req mcp.CallToolRequest) (*mc
 		return toolFailure(err), nil
 	}
 	text := fmt.Sprintf("%v closed", m["pty"])
-	if exit, ok := m["exit"].(float64); ok {
+	if exit, ok := num(m["exit"]); ok {
 		text += fmt.Sprintf(", exit %d", int(exit))
 	}
 	return result(text, m), nil

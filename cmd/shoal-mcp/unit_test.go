@@ -13,6 +13,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/shoal-sh/shoal/core/kernel"
 	"github.com/shoal-sh/shoal/core/render"
 	"github.com/shoal-sh/shoal/core/rpc"
 )
@@ -117,7 +118,7 @@ func TestParseFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.stateDir != "/tmp/from-env" || cfg.session != "work" || cfg.principal != "agent:env" || cfg.idleExit != 10*time.Minute {
+	if cfg.stateDir != "/tmp/from-env" || cfg.session != "work" || cfg.principal != "agent:env" || cfg.idleExit != kernel.IdleExitFromConfig {
 		t.Errorf("defaults from env: %+v", cfg)
 	}
 	cfg, err = parseFlags([]string{"--state-dir", "/x", "--principal", "agent:flag", "--plugin-dir", "a", "--plugin-dir", "b", "--idle-exit", "3s", "--in-process"}, io.Discard)

@@ -7,6 +7,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -190,10 +191,74 @@ func (cf *clientFlags) dial(ctx context.Context, onEvent func(client.Event)) (*c
 		Principal: *cf.principal, OnEvent: onEvent})
 }
 
+// printJSON prints v indented, numbers exact and "&" as "&".
 func printJSON(w io.Writer, v any) error {
+	if raw, ok := v.(json.RawMessage); ok {
+		var buf bytes.Buffer
+		if err := json.Indent(&buf, raw, "", "  "); err != nil {
+			return err
+		}
+		buf.WriteByte('\n')
+		_, err := w.Write(buf.Bytes())
+		return err
+	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
 	return enc.Encode(v)
+}
+
+// printPlan shows a plan record for a person.
+func printPlan(w io.Writer, raw json.RawMessage) error {
+	var p struct {
+		Ref        string   `json:"ref"`
+		Source     string   `json:"source"`
+		Principal  string   `json:"principal"`
+		Effects    []string `json:"effects"`
+		Reversible bool     `json:"reversible"`
+		Verdict    string   `json:"verdict"`
+		Approval   string   `json:"approval"`
+		Next       string   `json:"next"`
+		Details    []struct {
+			Kind       string `json:"kind"`
+			Target     string `json:"target"`
+			Reversible bool   `json:"reversible"`
+			Reason     string `json:"reason"`
+		} `json:"effect_details"`
+		Estimates struct {
+			Files     int64 `json:"files"`
+			Bytes     int64 `json:"bytes"`
+			Truncated bool  `json:"truncated"`
+		} `json:"estimates"`
+	}
+	if err := json.Unmarshal(raw, &p); err != nil {
+		return printJSON(w, raw)
+	}
+	fmt.Fprintf(w, "%s  %s  verdict %s, approval %s\n", p.Ref, p.Principal, p.Verdict, p.Approval)
+	fmt.Fprintf(w, "  source: %s\n", strings.ReplaceAll(p.Source, "\n", "\n          "))
+	rev := "reversible"
+	if !p.Reversible {
+		rev = "NOT reversible"
+	}
+	fmt.Fprintf(w, "  effects: %s (%s)\n", strings.Join(p.Effects, ", "), rev)
+	for _, d := range p.Details {
+		r := ""
+		if !d.Reversible {
+			r = " [irreversible]"
+		}
+		fmt.Fprintf(w, "    %-13s %s%s\n", d.Kind, d.Target, r)
+	}
+	if p.Estimates.Files > 0 || p.Estimates.Bytes > 0 {
+		more := ""
+		if p.Estimates.Truncated {
+			more = " or more"
+		}
+		fmt.Fprintf(w, "  touches: %d files, %d bytes%s\n", p.Estimates.Files, p.Estimates.Bytes, more)
+	}
+	if p.Next != "" {
+		fmt.Fprintf(w, "  next: %s\n", p.Next)
+	}
+	return nil
 }
 
 func runClient(cmd string, args []string, stdout, stderr io.Writer) error {
@@ -257,7 +322,7 @@ func runClient(cmd string, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer c.Close()
-	var result any
+	var result json.RawMessage
 	switch cmd {
 	case "exec":
 		if len(pos) == 0 {
@@ -347,19 +412,25 @@ func runClient(cmd string, args []string, stdout, stderr io.Writer) error {
 		if *limit > 0 {
 			p["limit"] = *limit
 		}
-		var r struct {
-			Rows []map[string]any `json:"rows"`
-		}
-		if err := c.Call(ctx, "journal.query", p, &r); err != nil {
+		var raw json.RawMessage
+		if err := c.Call(ctx, "journal.query", p, &raw); err != nil {
 			return err
 		}
 		if *cf.json {
-			return printJSON(stdout, r)
+			return printJSON(stdout, raw)
+		}
+		var r struct {
+			Rows []map[string]any `json:"rows"`
+		}
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.UseNumber()
+		if err := dec.Decode(&r); err != nil {
+			return err
 		}
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "ID\tTIME\tPRINCIPAL\tKIND\tHEAD\tOK\tEFFECTS\tREF")
 		for _, row := range r.Rows {
-			ts, _ := row["ts"].(float64)
+			ts, _ := row["ts"].(json.Number).Int64()
 			fmt.Fprintf(tw, "%v\t%s\t%v\t%v\t%v\t%v\t%v\t%v\n", row["entry_id"], time.Unix(0, int64(ts)).Format("2006-01-02 15:04:05"),
 				row["principal"], row["kind"], row["head"], row["ok"], joinAny(row["effects"]), row["ref"])
 		}
@@ -443,7 +514,26 @@ func runClient(cmd string, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	return printJSON(stdout, result)
+	if *cf.json {
+		return printJSON(stdout, result)
+	}
+	if cmd == "plan-list" {
+		var l struct {
+			Plans []json.RawMessage `json:"plans"`
+		}
+		if json.Unmarshal(result, &l) == nil {
+			if len(l.Plans) == 0 {
+				fmt.Fprintln(stdout, "no plans visible to this principal in this session")
+			}
+			for _, p := range l.Plans {
+				if err := printPlan(stdout, p); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}
+	return printPlan(stdout, result)
 }
 
 func joinAny(v any) string {
@@ -475,9 +565,10 @@ func printExec(w io.Writer, r *client.ExecReply) {
 }
 
 // eventsTail prints a channel's events and follows it. With --cursor it
-// resumes after the seq saved in FILE and saves each printed seq, so a
-// restarted tail neither repeats nor skips. Gaps and drop markers are
-// printed as such.
+// resumes after the seq saved in FILE (with the channel's epoch, so a
+// channel that restarted from 0 is noticed) and saves each printed seq, so
+// a restarted tail neither repeats nor skips. Gaps and drop markers are
+// reported on stderr, never skipped silently.
 func eventsTail(args []string, stdout, stderr io.Writer) error {
 	cf := newClientFlags("events tail", stderr)
 	since := cf.fs.Int64("since", -1, "start after this seq (exclusive)")
@@ -492,14 +583,20 @@ func eventsTail(args []string, stdout, stderr io.Writer) error {
 	}
 	channel := pos[0]
 	var last *uint64
+	epoch := ""
 	if *since >= 0 {
 		s := uint64(*since)
 		last = &s
-	}
-	if *cursor != "" {
+	} else if *cursor != "" {
 		if b, err := os.ReadFile(*cursor); err == nil {
-			if n, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64); err == nil && last == nil {
-				last = &n
+			f := strings.Fields(string(b))
+			if len(f) >= 1 {
+				if n, err := strconv.ParseUint(f[0], 10, 64); err == nil {
+					last = &n
+				}
+			}
+			if len(f) >= 2 {
+				epoch = f[1]
 			}
 		}
 	}
@@ -516,12 +613,19 @@ func eventsTail(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer c.Close()
+	save := func() error {
+		if *cursor == "" || last == nil {
+			return nil
+		}
+		tmp := *cursor + ".tmp"
+		if err := os.WriteFile(tmp, []byte(fmt.Sprintf("%d %s\n", *last, epoch)), 0o600); err != nil {
+			return err
+		}
+		return os.Rename(tmp, *cursor)
+	}
 	emit := func(ev client.Event) error {
 		if last != nil && ev.Seq <= *last {
 			return nil // duplicate
-		}
-		if last != nil && ev.Seq > *last+1 {
-			fmt.Fprintf(stderr, "gap: seq %d..%d not available (older than the retained events)\n", *last+1, ev.Seq-1)
 		}
 		if *cf.json {
 			b, _ := json.Marshal(ev)
@@ -531,31 +635,41 @@ func eventsTail(args []string, stdout, stderr io.Writer) error {
 		}
 		s := ev.Seq
 		last = &s
-		if *cursor != "" {
-			tmp := *cursor + ".tmp"
-			if err := os.WriteFile(tmp, []byte(strconv.FormatUint(s, 10)+"\n"), 0o600); err != nil {
-				return err
-			}
-			return os.Rename(tmp, *cursor)
-		}
-		return nil
+		return save()
 	}
 	catchUp := func() error {
 		for {
-			page, err := c.Events(ctx, channel, last, 1024)
+			page, err := c.Events(ctx, channel, last, client.MaxReadLimit)
 			if err != nil {
 				return err
 			}
-			if page.Truncated {
-				fmt.Fprintf(stderr, "gap: events after the cursor are older than what %s retains\n", channel)
+			if epoch != "" && page.Epoch != epoch {
+				fmt.Fprintf(stderr, "%s restarted (epoch %s → %s): its seqs began again at 0; reading from the start\n", channel, epoch, page.Epoch)
+				last = nil
+				epoch = page.Epoch
+				continue
+			}
+			epoch = page.Epoch
+			if len(page.Events) > 0 {
+				next := uint64(0)
+				if last != nil {
+					next = *last + 1
+				}
+				if first := page.Events[0].Seq; first > next {
+					if page.Truncated {
+						fmt.Fprintf(stderr, "gap: seq %d..%d are older than what %s retains\n", next, first-1, channel)
+					} else {
+						fmt.Fprintf(stderr, "gap: seq %d..%d not shown: more than %d events were waiting (events.read keeps the newest; for the journal, 'shoal journal' has them all)\n", next, first-1, client.MaxReadLimit)
+					}
+				}
 			}
 			for _, ev := range page.Events {
 				if err := emit(ev); err != nil {
 					return err
 				}
 			}
-			if len(page.Events) < 1024 {
-				return nil
+			if len(page.Events) < client.MaxReadLimit {
+				return save()
 			}
 		}
 	}
@@ -580,6 +694,12 @@ func eventsTail(args []string, stdout, stderr io.Writer) error {
 			if d, ok := ev.IsDrop(); ok {
 				fmt.Fprintf(stderr, "dropped %d events up to seq %d (slow consumer); catching up\n", d.Dropped, d.LatestSeq)
 				if err := catchUp(); err != nil {
+					return err
+				}
+				continue
+			}
+			if last != nil && ev.Seq > *last+1 {
+				if err := catchUp(); err != nil { // a jump: read what lies between
 					return err
 				}
 				continue

@@ -60,7 +60,8 @@ type Options struct {
 	// PluginDirs are added to the config's plugin_dirs.
 	PluginDirs []string
 	// IdleExit stops the kernel after this long with no connection and no
-	// busy provider; zero means never.
+	// busy provider; zero means never; IdleExitFromConfig takes config.toml's
+	// idle_exit (10m by default), as background kernels do.
 	IdleExit time.Duration
 	// Log receives the kernel log; nil discards it.
 	Log *slog.Logger
@@ -69,6 +70,9 @@ type Options struct {
 	// Order arranges resource listings (see core.Order).
 	Order core.Order
 }
+
+// IdleExitFromConfig as Options.IdleExit defers to config.toml's idle_exit.
+const IdleExitFromConfig = time.Duration(-1)
 
 // Busy is implemented by providers that keep the kernel alive while they
 // hold work (running tasks, open PTYs).
@@ -151,6 +155,11 @@ func New(opts Options, providers ...core.Provider) (k *Kernel, err error) {
 	}
 	if k.cfg, err = core.LoadConfig(cfgPath); err != nil {
 		return nil, err
+	}
+	if k.opts.IdleExit < 0 {
+		if k.opts.IdleExit, err = parseIdle(k.cfg.IdleExit); err != nil {
+			return nil, fmt.Errorf("config %s: idle_exit: %w", cfgPath, err)
+		}
 	}
 	if k.policy, err = policy.Load(filepath.Join(stateDir, PolicyName)); err != nil {
 		return nil, err
@@ -590,3 +599,15 @@ func DecodeParams(raw json.RawMessage, v any) error { return decodeParams(raw, v
 
 // ParseTarget is uri.ParseTarget, re-exported for method handlers.
 var ParseTarget = uri.ParseTarget
+
+// parseIdle reads idle_exit: a Go duration ("10m", "90s"), "0" for never.
+func parseIdle(s string) (time.Duration, error) {
+	if s == "0" || s == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("%q is not a duration such as \"10m\" (or \"0\" for never)", s)
+	}
+	return d, nil
+}

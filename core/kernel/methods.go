@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"reflect"
 	"time"
 
 	"github.com/shoal-sh/shoal/core"
@@ -301,17 +302,25 @@ func (k *Kernel) status(context.Context, *conn, *core.Caller, json.RawMessage) (
 		"epoch":       k.bus.Epoch(),
 		"idle_exit":   k.opts.IdleExit.String(),
 	}
-	if k.plugins != nil {
-		out["plugins"] = k.plugins.Status()
-	} else {
-		out["plugins"] = []any{}
-	}
+	out["plugins"] = k.pluginStatus()
 	return out, nil
 }
 
 func (k *Kernel) pluginList(context.Context, *conn, *core.Caller, json.RawMessage) (any, error) {
-	if k.plugins == nil {
-		return map[string]any{"plugins": []any{}}, nil
+	return map[string]any{"plugins": k.pluginStatus()}, nil
+}
+
+// pluginStatus is the plugin host's status, [] when nothing is loaded.
+func (k *Kernel) pluginStatus() any {
+	if k.plugins != nil {
+		if st := k.plugins.Status(); st != nil && !isNilSlice(st) {
+			return st
+		}
 	}
-	return map[string]any{"plugins": k.plugins.Status()}, nil
+	return []any{}
+}
+
+func isNilSlice(v any) bool {
+	rv := reflect.ValueOf(v)
+	return rv.Kind() == reflect.Slice && rv.IsNil()
 }

@@ -209,6 +209,13 @@ func (w *textWriter) list(l value.List, first, rest string, depth int) {
 		case isStr && multiline(string(s)):
 			w.text(p+"- ", rest+"  ", string(s))
 		case isStr && s != "":
+			// An item that does not fit ends the list here: the reader
+			// wants the next page of items, not the rest of one string.
+			if i > 0 && len(p)+len(s)+1 > w.room() && len(s) < w.max/2 {
+				w.pop()
+				w.stop(textCut{what: "items", shown: i, total: len(l), page: max(i, 1)})
+				return
+			}
 			w.text(p, rest, string(s))
 		default:
 			if !w.line(p, w.inline(it, inlineMax)) {

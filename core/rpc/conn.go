@@ -1,6 +1,7 @@
 package rpc
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -156,7 +157,7 @@ func (c *Conn) serve(m *Message) {
 			c.writeError(m.ID, AsError(err))
 			return
 		}
-		raw, merr := json.Marshal(result)
+		raw, merr := Marshal(result)
 		if merr != nil {
 			c.writeError(m.ID, Errorf(Internal, "encode result of %s: %v", m.Method, merr))
 			return
@@ -281,7 +282,7 @@ func (c *Conn) write(m *Message) error {
 
 // Notify sends a notification.
 func (c *Conn) Notify(method string, params any) error {
-	raw, err := json.Marshal(params)
+	raw, err := Marshal(params)
 	if err != nil {
 		return fmt.Errorf("encode params of %s: %w", method, err)
 	}
@@ -356,3 +357,24 @@ func (c *Conn) wakeWriters() {
 // ErrClosedError is the coded form of ErrClosed, for handlers whose
 // connection ended under them.
 func ErrClosedError() *Error { return Errorf(Unavailable, "the connection is closing") }
+
+// Marshal is json.Marshal without HTML escaping: sources such as
+// "make && make test" travel as written, not as "make \u0026\u0026 …".
+func Marshal(v any) (json.RawMessage, error) {
+	if raw, ok := v.(json.RawMessage); ok && raw != nil {
+		// Pre-encoded by the kernel; still compact it so no newline can
+		// split the frame.
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, raw); err != nil {
+			return nil, err
+		}
+		return buf.Bytes(), nil
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(buf.Bytes(), "\n"), nil
+}

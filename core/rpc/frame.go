@@ -160,7 +160,7 @@ func Decode(frame []byte) (*Message, json.RawMessage, *Error) {
 		}
 		m.Error = &e
 	} else if raw.Result == nil {
-		return nil, id, Errorf(InvalidRequest, `a response needs "result" or "error"`)
+		return nil, id, Errorf(InvalidRequest, `a request needs "method"; a response needs "result" or "error"`)
 	}
 	return m, id, nil
 }

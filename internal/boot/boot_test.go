@@ -171,8 +171,8 @@ func TestTasks(t *testing.T) {
 		t.Fatal("child never started")
 	}
 	var rec map[string]any
-	if err := c.Call(ctx, "task.cancel", map[string]string{"task": r.Task}, &rec); err != nil || rec["state"] != "cancelled" {
-		t.Fatalf("cancel: %v %v", rec, err)
+	if err := c.Call(ctx, "task.cancel", map[string]string{"task": r.Task}, &rec); err != nil || rec["state"] != "cancelled" || rec["exit"] != float64(130) {
+		t.Fatalf("cancel: %v %v; want state cancelled, exit 130", rec, err)
 	}
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		if syscall.Kill(pid, 0) != nil {
@@ -417,5 +417,21 @@ func TestPlanResolvesSessionVariables(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("plan did not resolve $DIR to %s: %+v", target, plan.EffectDetails)
+	}
+}
+
+func TestJournalHeadOfBackgroundJob(t *testing.T) {
+	dir := shortDir(t)
+	startKernel(t, dir)
+	c := attach(t, dir, client.Options{Principal: "agent:bg"})
+	exec1(t, c, "sleep 0.1 &", client.ExecOptions{})
+	var rows struct {
+		Rows []struct{ Head string } `json:"rows"`
+	}
+	if err := c.Call(context.Background(), "journal.query", map[string]any{"limit": 1}, &rows); err != nil {
+		t.Fatal(err)
+	}
+	if len(rows.Rows) != 1 || rows.Rows[0].Head != "sleep" {
+		t.Errorf("journal head of `sleep 0.1 &`: %+v", rows.Rows)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -304,10 +305,12 @@ func (p *Provider) Exec(ctx context.Context, c *core.Caller, req core.ExecReques
 	// the session back at once.
 	go func() {
 		res, err := s.ev.RunWith(runCtx, req.Source, shell.RunOptions{Detach: detach})
-		if err != nil {
+		if err != nil && res == nil {
+			// The evaluator could not run it at all (closed session).
 			res = &shell.Result{Exit: 1, Stderr: err.Error(), Value: value.NewRecord(
 				value.F("exit", value.Int(1)), value.F("stdout", value.Str("")), value.F("stderr", value.Str(err.Error())))}
 		}
+		// A cancelled run comes back with its partial result and exit 130.
 		done <- res
 	}()
 
@@ -360,12 +363,18 @@ func (p *Provider) finish(ctx context.Context, c *core.Caller, s *sess, req core
 		return nil, err
 	}
 	kinds := effectKinds(res.Effects)
+	head := res.Head()
+	if head == "" {
+		// Nothing ran to completion in the foreground (a lone `cmd &`,
+		// a cancelled run): name the command the source starts with.
+		head = firstCommand(req.Source)
+	}
 	ok, exit := res.Exit == 0, res.Exit
 	state := "completed"
 	if !ok {
 		state = "failed"
 	}
-	row := core.JournalRow{Session: c.Session, Principal: c.Principal, Kind: req.Kind, Head: res.Head(), Source: req.Source,
+	row := core.JournalRow{Session: c.Session, Principal: c.Principal, Kind: req.Kind, Head: head, Source: req.Source,
 		Effects: kinds, OK: ok, Exit: exit, Ref: e.Ref, DurationNS: res.Duration.Nanoseconds(), Transcript: true}
 	if j, err := core.Lookup[core.Journal](p.host, core.ServiceJournal); err == nil {
 		if _, err := j.Append(ctx, row); err != nil {
@@ -378,7 +387,7 @@ func (p *Provider) finish(ctx context.Context, c *core.Caller, s *sess, req core
 	}
 	reply := &core.ExecReply{Ref: e.Ref, URI: e.URI, OK: &ok, Exit: &exit, State: state, DurationNS: res.Duration.Nanoseconds(),
 		Effects: kinds, Preview: preview, PreviewText: text, ValRef: e.ValRef, Marks: res.Marks}
-	ev := map[string]any{"session": c.Session, "principal": c.Principal, "ref": e.Ref, "ok": ok, "exit": exit, "head": res.Head(), "preview": text}
+	ev := map[string]any{"session": c.Session, "principal": c.Principal, "ref": e.Ref, "ok": ok, "exit": exit, "head": head, "preview": text}
 	if raw, err := json.Marshal(ev); err == nil {
 		_, _ = p.bus.Publish(bus.ChannelRender, raw)
 	}
@@ -527,4 +536,27 @@ func (p *Provider) Func(session, name string) (*syntax.Stmt, bool) {
 		return nil, false
 	}
 	return s.ev.Func(name)
+}
+
+// firstCommand is the name of the first simple command in src, as parsed
+// (not run), with any directory stripped; "" when there is none.
+func firstCommand(src string) string {
+	f, err := syntax.NewParser().Parse(strings.NewReader(src), "")
+	if err != nil {
+		return ""
+	}
+	head := ""
+	syntax.Walk(f, func(n syntax.Node) bool {
+		if head != "" {
+			return false
+		}
+		if call, ok := n.(*syntax.CallExpr); ok && len(call.Args) > 0 {
+			if lit := call.Args[0].Lit(); lit != "" {
+				head = filepath.Base(lit)
+				return false
+			}
+		}
+		return true
+	})
+	return head
 }

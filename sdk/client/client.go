@@ -232,13 +232,16 @@ func (c *Client) Exec(ctx context.Context, source string, o ExecOptions) (*ExecR
 	return &r, nil
 }
 
+// Content is one item of a read: MCP's resource content.
+type Content struct {
+	URI      string `json:"uri"`
+	MimeType string `json:"mimeType"`
+	Text     string `json:"text"`
+}
+
 // ReadResult is a resource read: MCP's envelope.
 type ReadResult struct {
-	Contents []struct {
-		URI      string `json:"uri"`
-		MimeType string `json:"mimeType"`
-		Text     string `json:"text"`
-	} `json:"contents"`
+	Contents          []Content       `json:"contents"`
 	StructuredContent json.RawMessage `json:"structuredContent"`
 	Ref               string          `json:"ref"`
 	Elided            bool            `json:"elided"`
