@@ -3,7 +3,6 @@ package value
 import (
 	"bytes"
 	"encoding/base64"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -21,45 +20,111 @@ import (
 // It fails only for a nil Value inside a list or record, which no decoder
 // or builder in Shoal produces.
 func Marshal(v Value) ([]byte, error) {
-	if err := checkNil(v, 0); err != nil {
+	n, err := wireSize(v, 0)
+	if err != nil {
 		return nil, err
 	}
-	return AppendJSON(nil, v), nil
+	return AppendJSON(make([]byte, 0, n), v), nil
 }
 
-func checkNil(v Value, depth int) error {
+// wireSize checks v has no nil Value where Marshal cannot write one and
+// returns about how long its wire form is: exact but for escapes in
+// strings and the digits of floats, so Marshal allocates its output once
+// instead of growing it through a series of copies.
+func wireSize(v Value, depth int) (int, error) {
 	if v == nil {
-		return errors.New("marshal value: nil Value")
+		return 0, errors.New("marshal value: nil Value")
 	}
 	if depth > MaxDepth {
-		return fmt.Errorf("marshal value: nested deeper than %d levels", MaxDepth)
+		return 0, fmt.Errorf("marshal value: nested deeper than %d levels", MaxDepth)
 	}
 	switch x := v.(type) {
+	case Null:
+		return len(`{"$":"null"}`), nil
+	case Bool:
+		if x {
+			return len(`{"$":"bool","v":true}`), nil
+		}
+		return len(`{"$":"bool","v":false}`), nil
+	case Int:
+		return len(`{"$":"int","v":}`) + intLen(int64(x)), nil
+	case Float:
+		return len(`{"$":"float","v":}`) + 20, nil
+	case Str:
+		return len(`{"$":"str","v":""}`) + len(x), nil
+	case Bytes:
+		return len(`{"$":"bytes","b64":""}`) + base64.StdEncoding.EncodedLen(len(x)), nil
 	case List:
+		n := len(`{"$":"list","v":[]}`) + commas(len(x))
 		for _, it := range x {
-			if err := checkNil(it, depth+1); err != nil {
-				return err
+			m, err := wireSize(it, depth+1)
+			if err != nil {
+				return 0, err
 			}
+			n += m
 		}
+		return n, nil
 	case *Record:
+		n := len(`{"$":"record","v":{}}`) + commas(len(x.Fields))
 		for _, f := range x.Fields {
-			if err := checkNil(f.Value, depth+1); err != nil {
-				return err
+			m, err := wireSize(f.Value, depth+1)
+			if err != nil {
+				return 0, err
 			}
+			n += len(f.Name) + len(`"":`) + m
 		}
+		return n, nil
 	case *Table:
-		// nil cells are written as null: tables built by hand may be sparse.
+		n := len(`{"$":"table","cols":[],"rows":[]}`) + commas(len(x.Cols)) + commas(len(x.Rows))
+		for _, c := range x.Cols {
+			n += len(c) + len(`""`)
+		}
 		for _, row := range x.Rows {
-			for _, c := range row {
-				if c != nil {
-					if err := checkNil(c, depth+1); err != nil {
-						return err
+			n += len(`[]`) + commas(len(x.Cols))
+			// nil and missing cells are written as null: tables built by
+			// hand may be sparse. Cells past the columns are not written,
+			// but a nil inside one is refused all the same.
+			if len(row) < len(x.Cols) {
+				n += (len(x.Cols) - len(row)) * len(`{"$":"null"}`)
+			}
+			for j, c := range row {
+				if c == nil {
+					if j < len(x.Cols) {
+						n += len(`{"$":"null"}`)
 					}
+					continue
+				}
+				m, err := wireSize(c, depth+1)
+				if err != nil {
+					return 0, err
+				}
+				if j < len(x.Cols) {
+					n += m
 				}
 			}
 		}
+		return n, nil
 	}
-	return nil
+	return 0, fmt.Errorf("marshal value: unknown Value type %T", v)
+}
+
+// commas is how many separate n elements.
+func commas(n int) int {
+	return max(n-1, 0)
+}
+
+// intLen is the number of characters strconv writes for i.
+func intLen(i int64) int {
+	n := 1
+	u := uint64(i)
+	if i < 0 {
+		n++
+		u = -u
+	}
+	for ; u >= 10; u /= 10 {
+		n++
+	}
+	return n
 }
 
 // AppendJSON appends the compact typed-JSON form of v to dst. A nil Value
@@ -188,8 +253,8 @@ func AppendQuoted(dst []byte, s string) []byte {
 	for i := 0; i < len(s); {
 		c := s[i]
 		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
+			if verbatim[c] {
+				i = verbatimRun(s, i+1)
 				continue
 			}
 			dst = append(dst, s[start:i]...)
@@ -237,6 +302,12 @@ func QuotedLen(s string) int {
 	n := 2
 	for i := 0; i < len(s); {
 		c := s[i]
+		if verbatim[c] {
+			j := verbatimRun(s, i+1)
+			n += j - i
+			i = j
+			continue
+		}
 		if c < utf8.RuneSelf {
 			n += asciiQuotedLen(c)
 			i++
@@ -448,7 +519,7 @@ func (d *scanner) next(closer byte, context string) (bool, error) {
 	return false, d.syntax(context)
 }
 
-// key reads an object member's name and the colon after it.
+// key reads an object member's name (the colon is left to colon).
 func (d *scanner) key() ([]byte, error) {
 	d.space()
 	if d.pos >= len(d.data) || d.data[d.pos] != '"' {
@@ -1102,14 +1173,16 @@ func (d *scanner) rows(depth int, cols []string) ([][]Value, error) {
 
 // row hands out room for n cells. Rows are carved from shared allocations
 // that grow with the table, so a table costs a few allocations, not one per
-// row.
+// row; a row kept alone keeps at most one (64 KiB) alive.
 func (d *scanner) row(n int) []Value {
 	if n == 0 {
 		return []Value{}
 	}
 	if len(d.cells) < n {
 		d.slab = min(max(2*d.slab, 64), 4096)
-		d.cells = make([]Value, max(d.slab, n))
+		// Every cell takes at least len(`{"$":"null"}`) bytes of input.
+		left := (len(d.data) - d.pos) / len(`{"$":"null"}`)
+		d.cells = make([]Value, n+min(d.slab, left))
 	}
 	r := d.cells[:n:n]
 	d.cells = d.cells[n:]
@@ -1353,11 +1426,14 @@ var verbatim = func() (t [256]bool) {
 
 // verbatimRun returns the index of the first byte at or after i that is
 // not verbatim. It tests eight bytes at a time: long text is mostly
-// verbatim, and this loop is most of the cost of reading it.
-func verbatimRun(data []byte, i int) int {
+// verbatim, and this loop is most of the cost of reading and writing it.
+func verbatimRun[T string | []byte](s T, i int) int {
 	const ones, highs = 0x0101010101010101, 0x8080808080808080
-	for ; i+8 <= len(data); i += 8 {
-		w := binary.LittleEndian.Uint64(data[i:])
+	for ; i+8 <= len(s); i += 8 {
+		// The compiler makes one load of these eight, with one bounds check.
+		b := s[i : i+8]
+		w := uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
+			uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
 		// Each term is non-zero when some byte is, in turn, below 0x20,
 		// a quote, a backslash, or not ASCII (the classic "has a zero
 		// byte" test: (x - ones) &^ x & highs).
@@ -1368,7 +1444,7 @@ func verbatimRun(data []byte, i int) int {
 			break
 		}
 	}
-	for i < len(data) && verbatim[data[i]] {
+	for i < len(s) && verbatim[s[i]] {
 		i++
 	}
 	return i

@@ -3,14 +3,159 @@ package value
 import (
 	"encoding/base64"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"math"
 	"strconv"
+	"unicode/utf8"
 )
 
-// refUnmarshal is the typed-JSON decoder Shoal used before the hand-written
-// scanner in json.go, kept as the reference the differential fuzz test and
-// the benchmarks compare against. It decodes one value in the typed-JSON wire form. It is strict:
+// refMarshal, refAppendJSON and refAppendQuoted are the encoder as it was
+// before Marshal sized its output up front and AppendQuoted skipped plain
+// text eight bytes at a time: the reference for byte-identical output and
+// the benchmark baseline.
+func refMarshal(v Value) ([]byte, error) {
+	if err := checkNil(v, 0); err != nil {
+		return nil, err
+	}
+	return refAppendJSON(nil, v), nil
+}
+
+func refAppendJSON(dst []byte, v Value) []byte {
+	switch x := v.(type) {
+	case nil, Null:
+		return append(dst, `{"$":"null"}`...)
+	case Bool:
+		if x {
+			return append(dst, `{"$":"bool","v":true}`...)
+		}
+		return append(dst, `{"$":"bool","v":false}`...)
+	case Int:
+		dst = append(dst, `{"$":"int","v":`...)
+		dst = strconv.AppendInt(dst, int64(x), 10)
+		return append(dst, '}')
+	case Float:
+		dst = append(dst, `{"$":"float","v":`...)
+		dst = AppendFloat(dst, float64(x))
+		return append(dst, '}')
+	case Str:
+		if !utf8.ValidString(string(x)) {
+			dst = append(dst, `{"$":"str","b64":"`...)
+			dst = base64.StdEncoding.AppendEncode(dst, []byte(x))
+			return append(dst, `"}`...)
+		}
+		dst = append(dst, `{"$":"str","v":`...)
+		dst = refAppendQuoted(dst, string(x))
+		return append(dst, '}')
+	case Bytes:
+		dst = append(dst, `{"$":"bytes","b64":"`...)
+		dst = base64.StdEncoding.AppendEncode(dst, x)
+		return append(dst, `"}`...)
+	case List:
+		dst = append(dst, `{"$":"list","v":[`...)
+		for i, it := range x {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = refAppendJSON(dst, it)
+		}
+		return append(dst, "]}"...)
+	case *Record:
+		dst = append(dst, `{"$":"record","v":{`...)
+		for i, f := range x.Fields {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = refAppendQuoted(dst, f.Name)
+			dst = append(dst, ':')
+			dst = refAppendJSON(dst, f.Value)
+		}
+		return append(dst, "}}"...)
+	case *Table:
+		dst = append(dst, `{"$":"table","cols":[`...)
+		for i, c := range x.Cols {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = refAppendQuoted(dst, c)
+		}
+		dst = append(dst, `],"rows":[`...)
+		for i, row := range x.Rows {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = append(dst, '[')
+			for j := range x.Cols {
+				if j > 0 {
+					dst = append(dst, ',')
+				}
+				var c Value
+				if j < len(row) {
+					c = row[j]
+				}
+				dst = refAppendJSON(dst, c)
+			}
+			dst = append(dst, ']')
+		}
+		return append(dst, "]}"...)
+	}
+	panic(fmt.Sprintf("value: unknown Value type %T", v))
+}
+
+func refAppendQuoted(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				dst = append(dst, '\\', c)
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+			i++
+			start = i
+			continue
+		}
+		// U+2028 and U+2029 are valid JSON but end lines in JavaScript
+		// source; escaping them keeps the text safe to embed anywhere.
+		if r == '\u2028' || r == '\u2029' {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}
+
+// refUnmarshal is the encoding/json token-stream decoder Unmarshal was
+// before the scanner in json.go, kept as the reference the differential
+// fuzz test and the benchmarks compare against. It is strict:
 // unknown `$` tags, unknown or missing members, ints that do not fit in 64
 // bits, rows whose width differs from the columns, duplicate record fields
 // and trailing data are all refused with an *rpc.Error (INVALID_PARAMS)
@@ -390,4 +535,39 @@ func kindByName(s string) (Kind, bool) {
 		}
 	}
 	return 0, false
+}
+
+func checkNil(v Value, depth int) error {
+	if v == nil {
+		return errors.New("marshal value: nil Value")
+	}
+	if depth > MaxDepth {
+		return fmt.Errorf("marshal value: nested deeper than %d levels", MaxDepth)
+	}
+	switch x := v.(type) {
+	case List:
+		for _, it := range x {
+			if err := checkNil(it, depth+1); err != nil {
+				return err
+			}
+		}
+	case *Record:
+		for _, f := range x.Fields {
+			if err := checkNil(f.Value, depth+1); err != nil {
+				return err
+			}
+		}
+	case *Table:
+		// nil cells are written as null: tables built by hand may be sparse.
+		for _, row := range x.Rows {
+			for _, c := range row {
+				if c != nil {
+					if err := checkNil(c, depth+1); err != nil {
+						return err
+					}
+				}
+			}
+		}
+	}
+	return nil
 }
