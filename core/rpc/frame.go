@@ -103,6 +103,17 @@ func (m *Message) IsResponse() bool { return m.Method == "" && m.ID != nil }
 // so the answer can name it.
 func Decode(frame []byte) (*Message, json.RawMessage, *Error) {
 	frame = bytes.TrimSpace(frame)
+	if json.Valid(frame) {
+		// The members alias the frame, which the reader reuses: copy it.
+		if m, ok := decodeFast(bytes.Clone(frame)); ok {
+			return m, m.ID, nil
+		}
+	}
+	return decodeSlow(frame)
+}
+
+// decodeSlow is Decode through encoding/json, with precise errors.
+func decodeSlow(frame []byte) (*Message, json.RawMessage, *Error) {
 	if len(frame) == 0 || frame[0] != '{' {
 		if len(frame) > 0 && frame[0] == '[' {
 			return nil, nil, Errorf(InvalidRequest, "batch requests are not supported: send one JSON object per line")

@@ -1,11 +1,14 @@
 package rpc
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -91,6 +94,20 @@ func FuzzDecode(f *testing.F) {
 		f.Add([]byte(tt.in))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
+		// The one-pass decoder agrees with encoding/json wherever it
+		// answers at all.
+		if json.Valid(b) {
+			if fast, ok := decodeFast(bytes.TrimSpace(b)); ok {
+				slow, _, serr := decodeSlow(bytes.TrimSpace(b))
+				if serr != nil {
+					t.Fatalf("%q: fast path accepted what the careful one refuses: %v", b, serr)
+				}
+				if fast.Method != slow.Method || !bytes.Equal(fast.ID, slow.ID) || !jsonEqual(fast.Params, slow.Params) ||
+					!jsonEqual(fast.Result, slow.Result) || (fast.Error == nil) != (slow.Error == nil) {
+					t.Fatalf("%q: fast %+v, slow %+v", b, fast, slow)
+				}
+			}
+		}
 		m, _, err := Decode(b)
 		if err == nil && m == nil {
 			t.Fatal("nil message without error")
@@ -106,6 +123,14 @@ func FuzzDecode(f *testing.F) {
 			}
 		}
 	})
+}
+
+func jsonEqual(a, b json.RawMessage) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	var x, y any
+	return json.Unmarshal(a, &x) == nil && json.Unmarshal(b, &y) == nil && reflect.DeepEqual(x, y)
 }
 
 func TestConnCallAndErrors(t *testing.T) {
@@ -146,5 +171,46 @@ func TestConnCallAndErrors(t *testing.T) {
 	}
 	if err := client.Call(ctx, "nope", nil, nil); CodeOf(err) != MethodNotFound {
 		t.Fatalf("nope: %v", err)
+	}
+}
+
+// TestConnPipelined: many callers on one connection, each answer matched to
+// its own call (frames must not alias the reader's buffer).
+func TestConnPipelined(t *testing.T) {
+	a, b := net.Pipe()
+	server := NewConn(a, ConnOptions{Handler: func(ctx context.Context, method string, params json.RawMessage) (any, error) {
+		return params, nil
+	}})
+	client := NewConn(b, ConnOptions{})
+	go server.Run()
+	go client.Run()
+	defer func() {
+		client.Close()
+		server.Close()
+		<-client.Done()
+		<-server.Done()
+	}()
+	errs := make(chan error, 16)
+	for w := 0; w < 16; w++ {
+		go func() {
+			for i := 0; i < 200; i++ {
+				want := map[string]int{"w": w, "i": i}
+				var got map[string]int
+				if err := client.Call(context.Background(), "echo", want, &got); err != nil {
+					errs <- err
+					return
+				}
+				if got["w"] != w || got["i"] != i {
+					errs <- fmt.Errorf("call (%d,%d) answered %v", w, i, got)
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for w := 0; w < 16; w++ {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
 	}
 }
