@@ -2,6 +2,7 @@ package kernel_test
 
 import (
 	"context"
+	"fmt"
 	"encoding/json"
 	"sort"
 	"sync"
@@ -47,8 +48,14 @@ func BenchmarkEventsReadRoundTrip(b *testing.B) {
 }
 
 // BenchmarkEventsPublishOneConn measures events.publish throughput over
-// one connection with requests pipelined by 16 goroutines.
+// one connection with requests pipelined by 16 and by 64 goroutines.
 func BenchmarkEventsPublishOneConn(b *testing.B) {
+	for _, callers := range []int{16, 64} {
+		b.Run(fmt.Sprintf("callers=%d", callers), func(b *testing.B) { publishOneConn(b, callers) })
+	}
+}
+
+func publishOneConn(b *testing.B, callers int) {
 	r := start(b, shortDir(b))
 	c := dial(b, r.dir, client.Options{Principal: "agent:bench"})
 	ctx := context.Background()
@@ -57,7 +64,7 @@ func BenchmarkEventsPublishOneConn(b *testing.B) {
 	var wg sync.WaitGroup
 	b.ResetTimer()
 	t0 := time.Now()
-	for w := 0; w < 16; w++ {
+	for w := 0; w < callers; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
