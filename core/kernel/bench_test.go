@@ -2,8 +2,8 @@ package kernel_test
 
 import (
 	"context"
-	"fmt"
 	"encoding/json"
+	"fmt"
 	"sort"
 	"sync"
 	"sync/atomic"
