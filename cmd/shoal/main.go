@@ -17,8 +17,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -710,6 +708,3 @@ func eventsTail(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 }
-
-var _ = filepath.Join
-var _ = sort.Strings

@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -101,5 +100,3 @@ func kernelStop(ts *testscript.TestScript, neg bool, args []string) {
 	}
 	ts.Fatalf("kernel did not stop: %s still exists", sock)
 }
-
-var _ = strings.TrimSpace

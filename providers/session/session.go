@@ -17,7 +17,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -511,8 +510,6 @@ func (p *Provider) Sessions() []string {
 	sort.Strings(out)
 	return out
 }
-
-var _ = strconv.Itoa
 
 // Var implements plan.SessionVars: the analyzer resolves $NAME in a plan
 // with the session's value.
