@@ -275,7 +275,7 @@ type PluginStatus struct {
 
 // Status describes every plugin found, loaded or not, sorted by name.
 func (s *Set) Status() []PluginStatus {
-	out := append([]PluginStatus(nil), s.skipped...)
+	out := append(make([]PluginStatus, 0, len(s.skipped)+len(s.plugins)), s.skipped...)
 	for _, p := range s.plugins {
 		st := PluginStatus{
 			Name: p.name, Version: p.man.Version, Kind: p.man.Kind, Dir: p.dir,

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"reflect"
 	"time"
 
 	"github.com/shoal-sh/shoal/core"
@@ -310,17 +309,10 @@ func (k *Kernel) pluginList(context.Context, *conn, *core.Caller, json.RawMessag
 	return map[string]any{"plugins": k.pluginStatus()}, nil
 }
 
-// pluginStatus is the plugin host's status, [] when nothing is loaded.
+// pluginStatus is the plugin host's status, [] when none is loaded.
 func (k *Kernel) pluginStatus() any {
-	if k.plugins != nil {
-		if st := k.plugins.Status(); st != nil && !isNilSlice(st) {
-			return st
-		}
+	if k.plugins == nil {
+		return []any{}
 	}
-	return []any{}
-}
-
-func isNilSlice(v any) bool {
-	rv := reflect.ValueOf(v)
-	return rv.Kind() == reflect.Slice && rv.IsNil()
+	return k.plugins.Status()
 }

@@ -188,7 +188,7 @@ func (p *Provider) nextEvent(ctx context.Context, channel string, since *uint64)
 			if since != nil && ev.Seq <= *since {
 				continue
 			}
-			if isDropMarker(ev.Payload) {
+			if _, _, marker := bus.IsMarker(ev); marker {
 				continue
 			}
 			return ev.Seq, ev.Payload, nil
@@ -196,16 +196,6 @@ func (p *Provider) nextEvent(ctx context.Context, channel string, since *uint64)
 			return 0, nil, ctx.Err()
 		}
 	}
-}
-
-func isDropMarker(p json.RawMessage) bool {
-	var m map[string]json.RawMessage
-	if json.Unmarshal(p, &m) != nil || len(m) != 2 {
-		return false
-	}
-	_, a := m["dropped"]
-	_, b := m["latest_seq"]
-	return a && b
 }
 
 // Cwd is the session's live working directory.

@@ -21,6 +21,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/shoal-sh/shoal/core/bus"
 	"github.com/shoal-sh/shoal/core/rpc"
 	"github.com/shoal-sh/shoal/core/statedir"
 )
@@ -68,19 +69,8 @@ type Drop struct {
 
 // IsDrop reports whether ev is a synthetic drop marker and decodes it.
 func (ev Event) IsDrop() (Drop, bool) {
-	var d struct {
-		Dropped   *uint64 `json:"dropped"`
-		LatestSeq *uint64 `json:"latest_seq"`
-	}
-	if err := json.Unmarshal(ev.Payload, &d); err != nil || d.Dropped == nil || d.LatestSeq == nil {
-		return Drop{}, false
-	}
-	var extra map[string]json.RawMessage
-	_ = json.Unmarshal(ev.Payload, &extra)
-	if len(extra) != 2 {
-		return Drop{}, false
-	}
-	return Drop{*d.Dropped, *d.LatestSeq}, true
+	dropped, latest, ok := bus.IsMarker(bus.Event(ev))
+	return Drop{dropped, latest}, ok
 }
 
 // Attached is the answer of session.attach.
