@@ -15,6 +15,7 @@ import (
 	"github.com/shoal-sh/shoal/core/rpc"
 	"github.com/shoal-sh/shoal/core/uri"
 	"github.com/shoal-sh/shoal/core/value"
+	"github.com/shoal-sh/shoal/core/wire"
 )
 
 // Router maps shoal:// URIs to providers by family and applies the shared
@@ -199,25 +200,16 @@ type ReadOptions struct {
 	Elide  json.RawMessage
 }
 
-// Content item of a read, shaped as an MCP resource content.
-type ContentItem struct {
-	URI      string `json:"uri"`
-	MimeType string `json:"mimeType"`
-	Text     string `json:"text"`
+// ContentItem is one item of a read, shaped as an MCP resource content.
+type ContentItem = wire.Content
+
+func item(uri, mimeType, text string) ContentItem {
+	return ContentItem{URI: uri, MimeType: mimeType, Text: text}
 }
 
 // ReadResult is the envelope of a read: MCP's resources/read shape with
 // structuredContent beside contents.
-type ReadResult struct {
-	Contents          []ContentItem   `json:"contents"`
-	StructuredContent json.RawMessage `json:"structuredContent"`
-	// Ref is the short ref of the value read, when it has one.
-	Ref string `json:"ref,omitempty"`
-	// Elided is true when the JSON text or structured value was cut to fit.
-	Elided bool `json:"elided,omitempty"`
-	// Marks flag the content, e.g. "secret-source".
-	Marks []string `json:"marks,omitempty"`
-}
+type ReadResult = wire.ReadResult
 
 // Read resolves u through its provider and renders the result.
 func (r *Router) Read(ctx context.Context, c *Caller, u *uri.URI, o ReadOptions) (*ReadResult, error) {
@@ -288,10 +280,10 @@ func (r *Router) Read(ctx context.Context, c *Caller, u *uri.URI, o ReadOptions)
 		}
 		switch format {
 		case render.FormatJSON:
-			return &ReadResult{Contents: []ContentItem{{display, "application/json", text}}, StructuredContent: structured, Ref: content.Ref, Marks: content.Marks}, nil
+			return &ReadResult{Contents: []ContentItem{item(display, "application/json", text)}, StructuredContent: structured, Ref: content.Ref, Marks: content.Marks}, nil
 		case render.FormatRender:
 			sc, _ := json.Marshal(map[string]string{"ref": content.Ref, "render": text})
-			return &ReadResult{Contents: []ContentItem{{display, "text/plain", text}}, StructuredContent: sc, Ref: content.Ref, Marks: content.Marks}, nil
+			return &ReadResult{Contents: []ContentItem{item(display, "text/plain", text)}, StructuredContent: sc, Ref: content.Ref, Marks: content.Marks}, nil
 		default:
 			return nil, rpc.Errorf(rpc.InvalidParams, "format=raw applies to values; %s is a kernel record (use format=json or render)", u.Path())
 		}
@@ -315,7 +307,7 @@ func (r *Router) Read(ctx context.Context, c *Caller, u *uri.URI, o ReadOptions)
 	switch format {
 	case render.FormatRender:
 		text := render.RenderAt(v, render.TextLimit, origin)
-		res.Contents = []ContentItem{{display, "text/plain", text}}
+		res.Contents = []ContentItem{item(display, "text/plain", text)}
 		res.StructuredContent, _ = json.Marshal(map[string]string{"ref": content.Ref, "render": text})
 	case render.FormatRaw:
 		text, data, isText, err := render.Raw(v, r.RawCeiling)
@@ -323,11 +315,11 @@ func (r *Router) Read(ctx context.Context, c *Caller, u *uri.URI, o ReadOptions)
 			return nil, err
 		}
 		if isText {
-			res.Contents = []ContentItem{{display, "text/plain", clipText(text, render.TextLimit)}}
+			res.Contents = []ContentItem{item(display, "text/plain", clipText(text, render.TextLimit))}
 			res.StructuredContent, err = json.Marshal(map[string]string{"ref": content.Ref, "raw": text})
 		} else {
 			b64 := base64.StdEncoding.EncodeToString(data)
-			res.Contents = []ContentItem{{display, "text/plain", clipText(b64, render.TextLimit)}}
+			res.Contents = []ContentItem{item(display, "text/plain", clipText(b64, render.TextLimit))}
 			res.StructuredContent, err = json.Marshal(map[string]string{"ref": content.Ref, "raw_base64": b64})
 		}
 		if err != nil {
@@ -338,7 +330,7 @@ func (r *Router) Read(ctx context.Context, c *Caller, u *uri.URI, o ReadOptions)
 		if err != nil {
 			return nil, err
 		}
-		res.Contents = []ContentItem{{display, "application/json", text}}
+		res.Contents = []ContentItem{item(display, "application/json", text)}
 		res.StructuredContent = structured
 		res.Elided = elided
 	}

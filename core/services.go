@@ -2,7 +2,8 @@ package core
 
 import (
 	"context"
-	"encoding/json"
+
+	"github.com/shoal-sh/shoal/core/wire"
 )
 
 // Names of the services providers offer each other through [Host].
@@ -66,25 +67,7 @@ type ExecRequest struct {
 }
 
 // ExecReply is an execution reply (SPEC X6).
-type ExecReply struct {
-	Ref string `json:"ref"`
-	URI string `json:"uri"`
-	// OK and Exit are null while the execution runs on as a task.
-	OK   *bool `json:"ok"`
-	Exit *int  `json:"exit"`
-	// State is completed, failed, or running (it became a task).
-	State       string          `json:"state"`
-	DurationNS  int64           `json:"duration_ns"`
-	Effects     []string        `json:"effects"`
-	Preview     json.RawMessage `json:"preview,omitempty"`
-	PreviewText string          `json:"preview_text,omitempty"`
-	// ValRef is val:blake3:<hex> when the value lives in the content store.
-	ValRef string `json:"val_ref,omitempty"`
-	// Task is task:N when the execution became a task.
-	Task    string   `json:"task,omitempty"`
-	TaskURI string   `json:"task_uri,omitempty"`
-	Marks   []string `json:"marks,omitempty"`
-}
+type ExecReply = wire.ExecReply
 
 // Executor runs source in the caller's session.
 type Executor interface {

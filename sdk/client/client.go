@@ -24,6 +24,7 @@ import (
 	"github.com/shoal-sh/shoal/core/bus"
 	"github.com/shoal-sh/shoal/core/rpc"
 	"github.com/shoal-sh/shoal/core/statedir"
+	"github.com/shoal-sh/shoal/core/wire"
 )
 
 // EventMethod is the notification method of pushed event frames.
@@ -194,23 +195,8 @@ type ExecOptions struct {
 	Background bool
 }
 
-// ExecReply is the answer of exec.
-type ExecReply struct {
-	Ref string `json:"ref"`
-	URI string `json:"uri"`
-	// OK and Exit are nil while the execution runs on as a task.
-	OK          *bool           `json:"ok"`
-	Exit        *int            `json:"exit"`
-	State       string          `json:"state"`
-	DurationNS  int64           `json:"duration_ns"`
-	Effects     []string        `json:"effects"`
-	Preview     json.RawMessage `json:"preview"`
-	PreviewText string          `json:"preview_text"`
-	ValRef      string          `json:"val_ref"`
-	Task        string          `json:"task"`
-	TaskURI     string          `json:"task_uri"`
-	Marks       []string        `json:"marks"`
-}
+// ExecReply is the answer of exec (and plan.apply).
+type ExecReply = wire.ExecReply
 
 // Exec runs source in the attached session.
 func (c *Client) Exec(ctx context.Context, source string, o ExecOptions) (*ExecReply, error) {
@@ -223,20 +209,10 @@ func (c *Client) Exec(ctx context.Context, source string, o ExecOptions) (*ExecR
 }
 
 // Content is one item of a read: MCP's resource content.
-type Content struct {
-	URI      string `json:"uri"`
-	MimeType string `json:"mimeType"`
-	Text     string `json:"text"`
-}
+type Content = wire.Content
 
 // ReadResult is a resource read: MCP's envelope.
-type ReadResult struct {
-	Contents          []Content       `json:"contents"`
-	StructuredContent json.RawMessage `json:"structuredContent"`
-	Ref               string          `json:"ref"`
-	Elided            bool            `json:"elided"`
-	Marks             []string        `json:"marks"`
-}
+type ReadResult = wire.ReadResult
 
 // Read reads a URI or short ref.
 func (c *Client) Read(ctx context.Context, target string) (*ReadResult, error) {
