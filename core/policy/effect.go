@@ -104,6 +104,11 @@ func (e *Effect) flag(name string) bool {
 type DecideContext struct {
 	Cwd  string
 	Home string
+	// Resolve, when set, maps Cwd and Home to their real paths (symbolic
+	// links resolved) the first time a rule's `~` or `.` pattern is
+	// compared with a target. Most decisions never compare one, so the
+	// file system is not touched for them.
+	Resolve func(dir string) string
 }
 
 // Reason says which rule gave which verdict to one effect.

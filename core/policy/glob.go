@@ -113,34 +113,47 @@ func matchSegs(pat, p string) bool {
 	return cur[n]
 }
 
-// anchors are a decision's `~` and `.`, cleaned once; empty when unknown
-// or the file system root: a root that counted as "the home tree" or "the
-// work tree" would make every path ordinary work.
-type anchors struct{ home, cwd string }
+// anchors are a decision's `~` and `.`, resolved and cleaned on first use;
+// empty when unknown or the file system root: a root that counted as "the
+// home tree" or "the work tree" would make every path ordinary work.
+type anchors struct {
+	ctx       DecideContext
+	resolved  bool
+	home, cwd string
+}
 
-func anchorsOf(ctx DecideContext) anchors {
-	clean := func(d string) string {
-		if d == "" || !path.IsAbs(d) {
-			return ""
+func (a *anchors) get() (home, cwd string) {
+	if !a.resolved {
+		a.resolved = true
+		clean := func(d string) string {
+			if d != "" && a.ctx.Resolve != nil {
+				d = a.ctx.Resolve(d)
+			}
+			if d == "" || !path.IsAbs(d) {
+				return ""
+			}
+			d = path.Clean(d)
+			if d == "/" {
+				return ""
+			}
+			return d
 		}
-		d = path.Clean(d)
-		if d == "/" {
-			return ""
-		}
-		return d
+		a.home, a.cwd = clean(a.ctx.Home), clean(a.ctx.Cwd)
 	}
-	return anchors{home: clean(ctx.Home), cwd: clean(ctx.Cwd)}
+	return a.home, a.cwd
 }
 
 // matchTarget matches a path target against a rule's path pattern,
 // expanding a leading `~` or `.` to its anchor.
-func (a anchors) matchTarget(pat, t string) bool {
+func (a *anchors) matchTarget(pat, t string) bool {
 	var base, rest string
 	switch {
 	case pat == "~" || strings.HasPrefix(pat, "~/"):
-		base, rest = a.home, pat[1:]
+		base, _ = a.get()
+		rest = pat[1:]
 	case pat == "." || strings.HasPrefix(pat, "./"):
-		base, rest = a.cwd, pat[1:]
+		_, base = a.get()
+		rest = pat[1:]
 	default:
 		return matchPath(pat, t)
 	}

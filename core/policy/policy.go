@@ -294,7 +294,7 @@ func (p *Policy) Grants(principal string) []string {
 func (p *Policy) Decide(principal string, effects []Effect, ctx DecideContext) Decision {
 	d := Decision{Verdict: Allow, Reasons: make([]Reason, 0, len(effects))}
 	seen := make(map[Reason]bool, len(effects))
-	anch := anchorsOf(ctx)
+	anch := &anchors{ctx: ctx}
 	for i := range effects {
 		e := &effects[i]
 		verdict, label := Ask, "no rule matches: ask"
@@ -317,7 +317,7 @@ func (p *Policy) Decide(principal string, effects []Effect, ctx DecideContext) D
 	return d
 }
 
-func (r *rule) matches(principal string, e *Effect, anch anchors) bool {
+func (r *rule) matches(principal string, e *Effect, anch *anchors) bool {
 	if r.verdict == Allow {
 		if e.Dynamic && !r.wantsDynamic {
 			return false

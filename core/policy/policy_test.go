@@ -333,3 +333,29 @@ func FuzzParse(f *testing.F) {
 		p.Grants("agent:x")
 	})
 }
+
+// Resolve maps the anchors to real paths, and only when a `~` or `.`
+// pattern is actually compared: a spawn-only decision never calls it.
+func TestResolveAnchorsLazily(t *testing.T) {
+	calls := 0
+	rctx := DecideContext{Cwd: "/link/proj", Home: "/link/home", Resolve: func(d string) string {
+		calls++
+		return strings.Replace(d, "/link", "/real", 1)
+	}}
+	p := Default()
+	if d := p.Decide("agent:x", []Effect{{Kind: ProcSpawn, Target: "make", Head: "make"}}, rctx); d.Verdict != Allow {
+		t.Fatalf("spawn: %+v", d)
+	}
+	if calls != 0 {
+		t.Fatalf("Resolve called %d times for a decision without path targets", calls)
+	}
+	if d := p.Decide("agent:x", []Effect{{Kind: FSWrite, Target: "/real/proj/out.txt"}}, rctx); d.Verdict != Allow {
+		t.Fatalf("write under the resolved cwd: %+v", d)
+	}
+	if calls != 2 {
+		t.Fatalf("Resolve called %d times, want once per anchor (2)", calls)
+	}
+	if d := p.Decide("agent:x", []Effect{{Kind: FSWrite, Target: "/link/proj/out.txt"}}, rctx); d.Verdict == Allow {
+		t.Fatalf("the unresolved spelling of cwd must not count as the work tree: %+v", d)
+	}
+}

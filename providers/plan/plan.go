@@ -352,7 +352,7 @@ func (p *Provider) scope(c *core.Caller, cwd string) (analyze.Env, policy.Decide
 			env.Func = func(name string) (*syntax.Stmt, bool) { return sf.Func(session, name) }
 		}
 	}
-	return env, policy.DecideContext{Cwd: realDir(env.Cwd), Home: realDir(env.Home)}
+	return env, policy.DecideContext{Cwd: env.Cwd, Home: env.Home, Resolve: realDir}
 }
 
 // realDir resolves symbolic links in a directory, as the analyzer does

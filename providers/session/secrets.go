@@ -2,15 +2,31 @@ package session
 
 import (
 	"encoding/json"
-	"regexp"
 	"sort"
 	"strings"
 
 	"github.com/shoal-sh/shoal/providers/session/shell"
 )
 
-// secretName matches environment variable names that hold credentials.
-var secretName = regexp.MustCompile(`(?i)(secret|token|passw|pwd|credential|api_?key|access_?key|private_?key|auth|cookie|session_?key|_key$)`)
+// secretParts are the pieces of an environment variable name (compared
+// lower-cased) that mark it as holding a credential; a name ending in
+// "_key" counts too.
+var secretParts = []string{"secret", "token", "passw", "pwd", "credential", "apikey", "api_key",
+	"accesskey", "access_key", "privatekey", "private_key", "auth", "cookie", "sessionkey", "session_key"}
+
+// isSecretName reports whether an environment variable name looks like it
+// holds a credential.
+func isSecretName(name string) bool {
+	lower := strings.ToLower(name)
+	secret := strings.HasSuffix(lower, "_key")
+	for _, part := range secretParts {
+		if secret {
+			break
+		}
+		secret = strings.Contains(lower, part)
+	}
+	return secret
+}
 
 // minSecretLen keeps short values ("1", "true") from being scrubbed
 // everywhere they happen to appear.
@@ -23,7 +39,7 @@ type secret struct{ name, value string }
 func secretValues(env []shell.EnvVar) []secret {
 	var out []secret
 	for _, e := range env {
-		if len(e.Value) >= minSecretLen && secretName.MatchString(e.Name) {
+		if len(e.Value) >= minSecretLen && isSecretName(e.Name) {
 			out = append(out, secret{e.Name, e.Value})
 		}
 	}
