@@ -365,14 +365,23 @@ func (p *Provider) finish(ctx context.Context, c *core.Caller, s *sess, req core
 	}
 	row := core.JournalRow{Session: c.Session, Principal: c.Principal, Kind: req.Kind, Head: head, Source: req.Source,
 		Effects: kinds, OK: ok, Exit: exit, Ref: e.Ref, DurationNS: res.Duration.Nanoseconds(), Transcript: true}
+	// The reply waits for the row's durable commit; the preview is built
+	// meanwhile, off the critical path.
+	committed := make(chan error, 1)
 	if j, err := core.Lookup[core.Journal](p.host, core.ServiceJournal); err == nil {
-		if _, err := j.Append(ctx, row); err != nil {
-			return nil, rpc.Errorf(rpc.Internal, "journal the execution: %v (its value is %s)", err, e.Ref)
-		}
+		go func() {
+			_, err := j.Append(ctx, row)
+			committed <- err
+		}()
+	} else {
+		committed <- nil
 	}
 	preview, text := p.preview(v, res.Marks)
 	if secrets := secretValues(s.ev.Env()); len(secrets) > 0 {
 		preview, text = scrubJSON(preview, secrets), scrub(text, secrets)
+	}
+	if err := <-committed; err != nil {
+		return nil, rpc.Errorf(rpc.Internal, "journal the execution: %v (its value is %s)", err, e.Ref)
 	}
 	reply := &core.ExecReply{Ref: e.Ref, URI: e.URI, OK: &ok, Exit: &exit, State: state, DurationNS: res.Duration.Nanoseconds(),
 		Effects: kinds, Preview: preview, PreviewText: text, ValRef: e.ValRef, Marks: res.Marks}
