@@ -3,6 +3,7 @@ package plugins_test
 import (
 	"context"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -50,6 +51,53 @@ func TestPluginThroughKernel(t *testing.T) {
 	}
 	if !foundKV {
 		t.Errorf("plugin root missing: %+v", list.Resources)
+	}
+}
+
+// TestKernelPluginFailsLate: a plugin whose module fails in the
+// background does not stop the kernel; its reads answer PLUGIN_ERROR with
+// the reason, plugin.list shows it failed, and resources.list still
+// serves everything else, with a warning.
+func TestKernelPluginFailsLate(t *testing.T) {
+	k := testkernel.Start(t, kernel.Options{PluginDirs: []string{plugins.KVFolder(t), plugins.BadDescribeFolder(t)}})
+	c := testkernel.Attach(t, k.StateDir(), client.Options{Principal: "agent:plug"})
+	ctx := context.Background()
+	_, err := c.Read(ctx, "shoal://raw/x")
+	if client.Code(err) != -32030 || !strings.Contains(err.Error(), "failed to load") || !strings.Contains(err.Error(), "shoal_describe") {
+		t.Fatalf("read of a plugin that failed to load: %v", err)
+	}
+	if _, err := c.Read(ctx, "shoal://kv/answer"); err != nil {
+		t.Fatal(err)
+	}
+	var list struct {
+		Plugins []plugins.PluginStatus `json:"plugins"`
+	}
+	if err := c.Call(ctx, "plugin.list", nil, &list); err != nil {
+		t.Fatal(err)
+	}
+	health := map[string]string{}
+	for _, p := range list.Plugins {
+		health[p.Name] = p.Health
+		if p.Name == "raw" && !strings.Contains(p.Error, "shoal_describe") {
+			t.Errorf("raw status: %+v", p)
+		}
+	}
+	if health["kv"] != plugins.HealthOK || health["raw"] != plugins.HealthFailed {
+		t.Errorf("plugin.list health %v", health)
+	}
+	var res struct {
+		Resources []struct{ URI string } `json:"resources"`
+		Warnings  []string               `json:"warnings"`
+	}
+	if err := c.Call(ctx, "resources.list", nil, &res); err != nil {
+		t.Fatal(err)
+	}
+	foundKV := false
+	for _, r := range res.Resources {
+		foundKV = foundKV || r.URI == "shoal://kv"
+	}
+	if !foundKV || len(res.Warnings) != 1 || !strings.Contains(res.Warnings[0], "plugin raw: failed to load") {
+		t.Errorf("resources.list: %+v", res)
 	}
 }
 

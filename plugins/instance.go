@@ -173,7 +173,9 @@ func (p *plugin) acquire(ctx context.Context) (*instance, error) {
 	case in := <-p.idle:
 		return in, nil
 	case p.slots <- struct{}{}:
-		in, err := p.instantiate(ctx)
+		// The new instance joins the pool: the caller's cancellation
+		// must not kill it half-started.
+		in, err := p.instantiate(context.WithoutCancel(ctx))
 		if err != nil {
 			<-p.slots
 			return nil, err
@@ -203,9 +205,9 @@ func (p *plugin) retire(in *instance) {
 }
 
 // instantiate starts one instance: _initialize runs the Go runtime and the
-// plugin's init functions, bounded by the init deadline.
+// plugin's init functions, bounded by the init deadline and ctx.
 func (p *plugin) instantiate(ctx context.Context) (*instance, error) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.initTimeout())
+	ctx, cancel := context.WithTimeout(ctx, p.initTimeout())
 	defer cancel()
 	stdout := newOutput(p.log, p.name, "stdout")
 	stderr := newOutput(p.log, p.name, "stderr")

@@ -233,18 +233,23 @@ func TestLoadRefusals(t *testing.T) {
 	cfg.Plugins["off"] = core.PluginGrant{Disabled: true}
 
 	s := load(t, []string{root, filepath.Join(root, "a-good"), filepath.Join(t.TempDir(), "missing")}, cfg, "out", "val")
-	want := map[string]struct{ health, reason string }{
-		"kv":          {HealthOK, ""},
-		"kv2":         {HealthFailed, `family "kv" is already claimed by plugin "kv"`},
-		"outer":       {HealthFailed, `family "out" belongs to a built-in provider`},
-		"nomodule":    {HealthFailed, "m.wasm: no such file"},
-		"family":      {HealthFailed, `module describes family "kv", the manifest says "notkv"`},
-		"kind":        {HealthFailed, "module describes a provider, the manifest says validator"},
-		"garbage":     {HealthFailed, "compile m.wasm"},
-		"badmanifest": {HealthFailed, "manifest"},
-		"tiny":        {HealthFailed, "over limit of 16 pages"},
-		"off":         {HealthDisabled, ""},
-		"missing":     {HealthFailed, "plugin folder"},
+	// late refusals need the module compiled or running: those plugins
+	// are registered at start and answer every call with the reason.
+	want := map[string]struct {
+		health, reason string
+		late           bool
+	}{
+		"kv":          {HealthOK, "", false},
+		"kv2":         {HealthFailed, `family "kv" is already claimed by plugin "kv"`, false},
+		"outer":       {HealthFailed, `family "out" belongs to a built-in provider`, false},
+		"nomodule":    {HealthFailed, "m.wasm: no such file", false},
+		"family":      {HealthFailed, `module describes family "kv", the manifest says "notkv"`, true},
+		"kind":        {HealthFailed, "module describes a provider, the manifest says validator", true},
+		"garbage":     {HealthFailed, "compile m.wasm", true},
+		"badmanifest": {HealthFailed, "manifest", false},
+		"tiny":        {HealthFailed, "over limit of 16 pages", true},
+		"off":         {HealthDisabled, "", false},
+		"missing":     {HealthFailed, "plugin folder", false},
 	}
 	got := map[string]PluginStatus{}
 	for _, st := range s.Status() {
@@ -270,11 +275,39 @@ func TestLoadRefusals(t *testing.T) {
 	if dups != 1 {
 		t.Errorf("%d duplicate-name refusals, want 1: %+v", dups, s.Status())
 	}
-	if ps := s.Providers(); len(ps) != 1 || ps[0].Family() != "kv" {
-		t.Fatalf("providers %v", ps)
+	served := map[string]core.Provider{}
+	for _, p := range s.Providers() {
+		served[p.Family()] = p
 	}
-	if _, err := read(t, s.Providers()[0], "shoal://kv/answer"); err != nil {
+	for name, w := range want {
+		if !w.late || got[name].Kind != KindProvider {
+			continue
+		}
+		p := served[got[name].Family]
+		if p == nil {
+			t.Errorf("%s failed late but is not registered", name)
+			continue
+		}
+		delete(served, got[name].Family)
+		_, err := read(t, p, "shoal://"+p.Family()+"/answer")
+		wantCode(t, err, rpc.PluginError, "plugin "+name+": failed to load", w.reason)
+		if tm := p.Templates(); len(tm) != 0 {
+			t.Errorf("%s: a plugin that failed to load has templates %v", name, tm)
+		}
+		if _, err := p.List(context.Background(), &core.Caller{}); err == nil {
+			t.Errorf("%s: List of a plugin that failed to load succeeded", name)
+		}
+	}
+	if len(served) != 1 || served["kv"] == nil {
+		t.Fatalf("registered providers beyond the late failures: %v", served)
+	}
+	if _, err := read(t, served["kv"], "shoal://kv/answer"); err != nil {
 		t.Fatal(err)
+	}
+	if v, ok := s.Validator("kind"); !ok {
+		t.Error("the validator that failed late is not registered")
+	} else {
+		wantCode(t, v("user.kv", json.RawMessage(`{}`)), rpc.PluginError, "plugin kind: failed to load", "module describes a provider")
 	}
 
 	// Templates listed in the manifest must be the module's.
@@ -307,8 +340,11 @@ func TestLoadRawModules(t *testing.T) {
 			if st.Health != HealthFailed || !strings.Contains(st.Error, tc.reason) {
 				t.Fatalf("status %+v, want failed with %q", st, tc.reason)
 			}
-			if len(s.Providers()) != 0 {
-				t.Fatal("a refused plugin is served")
+			// Refused at start (from the export names) or late: either
+			// way no call reaches the module.
+			for _, p := range s.Providers() {
+				_, err := read(t, p, "shoal://raw/x")
+				wantCode(t, err, rpc.PluginError, "failed to load", tc.reason)
 			}
 		})
 	}

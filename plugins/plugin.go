@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -18,6 +19,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/experimental"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 
 	"github.com/shoal-sh/shoal/core"
@@ -27,18 +29,33 @@ import (
 // maxModule bounds the .wasm file read at load.
 const maxModule = 128 << 20
 
-// plugin is one loaded plugin: its own runtime (the memory limit is per
-// runtime), its compiled module and a bounded pool of instances.
+// plugin is one plugin that passed the checks made at start. Its module
+// compiles and starts in the background (see [Set]); until then, and for
+// ever if that fails, calls wait on ready and then on loadErr.
 type plugin struct {
 	name string
 	dir  string
 	man  *Manifest
 	log  *slog.Logger
 
-	limits    Limits
-	timeout   time.Duration
-	granted   Capabilities
-	denied    Capabilities
+	limits  Limits
+	timeout time.Duration
+	granted Capabilities
+	denied  Capabilities
+
+	// bin is the module, read and shape-checked at start; the load drops
+	// it once compiled.
+	bin []byte
+
+	// ready is closed when the load has finished, either way; loadErr,
+	// loadTook and everything below it are written before that and only
+	// read after it.
+	ready      chan struct{}
+	loadErr    *rpc.Error
+	loadReason string
+	loadTook   time.Duration
+	loadedAt   time.Time
+
 	desc      description
 	schema    *jsonschema.Schema
 	templates []core.Template
@@ -62,51 +79,67 @@ type plugin struct {
 	lastAt  time.Time
 }
 
-// loadPlugin loads the plugin in dir. Everything that can be checked
-// without running guest code is checked first: manifest, grants, the
-// module's exports and imports. Only then does one instance start, to
-// ask the module to describe itself.
-func (s *Set) loadPlugin(ctx context.Context, dir string, man *Manifest, grant core.PluginGrant) (_ *plugin, err error) {
-	p := &plugin{name: man.Name, dir: dir, man: man, log: s.log}
-	p.limits, p.timeout = effectiveLimits(man.Limits, grant, s.log, man.Name)
+// newPlugin makes the checks that need no compiling: grants, and the
+// module file's size and export names (the ABI marker, reactor rather
+// than command, the exports the kind needs). A plugin that fails them is
+// refused at start; one that passes is registered at once and loads in
+// the background.
+func newPlugin(dir string, man *Manifest, grant core.PluginGrant, log *slog.Logger) (_ *plugin, err error) {
+	p := &plugin{name: man.Name, dir: dir, man: man, log: log, ready: make(chan struct{})}
+	p.limits, p.timeout = effectiveLimits(man.Limits, grant, log, man.Name)
 	p.granted, p.denied, err = grantCapabilities(man.Capabilities, grant)
 	if err != nil {
 		return nil, err
 	}
-
-	bin, err := readModule(filepath.Join(dir, man.Module))
-	if err != nil {
+	if p.bin, err = readModule(filepath.Join(dir, man.Module)); err != nil {
 		return nil, err
 	}
-	if exports, ok := functionExports(bin); ok {
+	if exports, ok := functionExports(p.bin); ok {
 		if err := checkShape(exports, man.Kind); err != nil {
 			return nil, fmt.Errorf("%s: %w", man.Module, err)
 		}
 	}
+	return p, nil
+}
+
+// load compiles the module (through the cache), checks what compiling
+// reveals (signatures, imports, memory), starts one instance and asks the
+// module to describe itself. It runs in the background; finish publishes
+// the outcome.
+func (p *plugin) load(ctx context.Context, cache wazero.CompilationCache) (err error) {
+	bin := p.bin
+	p.bin = nil
 	rcfg := wazero.NewRuntimeConfig().
 		WithMemoryLimitPages(uint32(p.limits.MemoryMB) * 16). // 64 KiB pages
 		WithCloseOnContextDone(true)
-	if s.cache != nil {
-		rcfg = rcfg.WithCompilationCache(s.cache)
+	if cache != nil {
+		rcfg = rcfg.WithCompilationCache(cache)
 	}
 	p.runtime = wazero.NewRuntimeWithConfig(ctx, rcfg)
 	defer func() {
 		if err != nil {
-			_ = p.runtime.Close(ctx)
+			_ = p.runtime.Close(context.Background())
+			p.runtime = nil
 		}
 	}()
 	if _, err = wasi_snapshot_preview1.Instantiate(ctx, p.runtime); err != nil {
-		return nil, fmt.Errorf("wasi: %w", err)
+		return fmt.Errorf("wasi: %w", err)
 	}
-	if p.compiled, err = p.runtime.CompileModule(ctx, bin); err != nil {
+	// On a cache miss the functions compile on every core (and a
+	// cancelled ctx stops them); a hit only decodes and validates.
+	cctx := experimental.WithCompilationWorkers(ctx, max(2, runtime.GOMAXPROCS(0)))
+	if p.compiled, err = p.runtime.CompileModule(cctx, bin); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
 		msg := firstLine(err)
 		if strings.Contains(msg, "over limit") {
 			msg += fmt.Sprintf(": the module needs more memory at start than its %d MiB limit (limits.memory_mb)", p.limits.MemoryMB)
 		}
-		return nil, fmt.Errorf("compile %s: %s", man.Module, msg)
+		return fmt.Errorf("compile %s: %s", p.man.Module, msg)
 	}
-	if err = checkModule(p.compiled, man.Kind); err != nil {
-		return nil, fmt.Errorf("%s: %w", man.Module, err)
+	if err = checkModule(p.compiled, p.man.Kind); err != nil {
+		return fmt.Errorf("%s: %w", p.man.Module, err)
 	}
 	p.modCfg = p.moduleConfig()
 
@@ -115,14 +148,56 @@ func (s *Set) loadPlugin(ctx context.Context, dir string, man *Manifest, grant c
 	p.slots <- struct{}{}
 	in, err := p.instantiate(ctx)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if err = p.describeWith(ctx, in); err != nil {
 		in.close(ctx)
-		return nil, err
+		return err
 	}
 	p.idle <- in
-	return p, nil
+	return nil
+}
+
+// finish publishes the outcome of load to every waiting call.
+func (p *plugin) finish(err error, took time.Duration) {
+	p.loadTook, p.loadedAt = took, time.Now()
+	if err != nil {
+		p.loadReason = err.Error()
+		p.loadErr = pluginError(p.name, "failed to load: %s", p.loadReason)
+	}
+	close(p.ready)
+}
+
+// loaded reports whether the load has finished, and how.
+func (p *plugin) loaded() (done bool, err *rpc.Error) {
+	select {
+	case <-p.ready:
+		return true, p.loadErr
+	default:
+		return false, nil
+	}
+}
+
+// wait waits for the load to finish, at most as long as ctx. A plugin
+// whose load failed answers every call with the load's PLUGIN_ERROR.
+func (p *plugin) wait(ctx context.Context) error {
+	select {
+	case <-p.ready:
+	default:
+		start := time.Now()
+		select {
+		case <-p.ready:
+		case <-ctx.Done():
+			return rpc.Errorf(rpc.Unavailable, "plugin %s is still loading (waited %s): %v", p.name, time.Since(start).Round(time.Millisecond), context.Cause(ctx))
+		}
+	}
+	if p.closed.Load() {
+		return rpc.Errorf(rpc.Unavailable, "plugin %s is closed: the kernel is stopping", p.name)
+	}
+	if p.loadErr != nil {
+		return p.loadErr
+	}
+	return nil
 }
 
 func readModule(path string) ([]byte, error) {
@@ -356,6 +431,9 @@ func mimeOr(m string) string {
 // PLUGIN_ERROR; a guest error envelope comes back as env.Error.
 func (p *plugin) invoke(ctx context.Context, pick func(*instance) api.Function, req []byte) (*envelope, error) {
 	p.calls.Add(1)
+	if err := p.wait(ctx); err != nil {
+		return nil, err
+	}
 	// Waiting for a busy instance is bounded by the deadline too, but the
 	// call gets its whole deadline once it has an instance: starting a
 	// fresh one is the kernel's cost, not the plugin's.
@@ -402,10 +480,14 @@ func (p *plugin) failed(ctx context.Context, err error) error {
 	return err
 }
 
-// close stops the plugin: idle instances close now, busy ones when they
-// come back, and the runtime closes everything still open.
+// close stops the plugin once its load has finished (Set.Close cancels
+// and waits for it): idle instances close now, busy ones when they come
+// back, and the runtime closes everything still open.
 func (p *plugin) close(ctx context.Context) error {
 	p.closed.Store(true)
+	if p.runtime == nil { // the load failed and closed it
+		return nil
+	}
 	for {
 		select {
 		case in := <-p.idle:

@@ -20,8 +20,22 @@ var _ core.Provider = provider{}
 
 func (pv provider) Family() string { return pv.p.man.Provider.Family }
 
+// Templates are the module's once it has loaded. While it loads they are
+// the manifest's, when it lists them (the load checks that they agree);
+// a plugin that failed to load has none.
 func (pv provider) Templates() []core.Template {
-	return append([]core.Template(nil), pv.p.templates...)
+	p := pv.p
+	switch done, err := p.loaded(); {
+	case !done:
+		out := make([]core.Template, len(p.man.Provider.Templates))
+		for i, t := range p.man.Provider.Templates {
+			out[i] = core.Template{URITemplate: t, Name: p.name, Description: p.man.Description, MimeType: "application/json"}
+		}
+		return out
+	case err != nil:
+		return nil
+	}
+	return append([]core.Template(nil), p.templates...)
 }
 
 type caller struct {
@@ -37,9 +51,14 @@ func callerOf(c *core.Caller) caller {
 }
 
 // List returns the described roots, then the module's live entries when
-// it has any.
+// it has any. It waits for the load (as long as ctx allows); a plugin that
+// failed to load answers its PLUGIN_ERROR, which the router reports
+// beside the other families' resources.
 func (pv provider) List(ctx context.Context, c *core.Caller) ([]core.Resource, error) {
 	p := pv.p
+	if err := p.wait(ctx); err != nil {
+		return nil, err
+	}
 	out := append([]core.Resource(nil), p.roots...)
 	if !p.desc.List {
 		return out, nil

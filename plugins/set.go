@@ -20,13 +20,15 @@ import (
 
 // Health of a plugin in [PluginStatus].
 const (
+	HealthLoading  = "loading"  // registered; its module is compiling or starting
 	HealthOK       = "ok"       // loaded and serving
-	HealthFailed   = "failed"   // not loaded: Error says why
+	HealthFailed   = "failed"   // not serving: Error says why
 	HealthDisabled = "disabled" // skipped: [plugins.NAME] disabled = true
 )
 
-// Set is the plugins a kernel loaded. Its methods are safe for concurrent
-// use; it does not change after Load except for counters and health.
+// Set is the plugins a kernel loads. Its methods are safe for concurrent
+// use. Which plugins it holds is settled when [Start] returns; each one's
+// module then loads in the background, and its calls wait for that.
 type Set struct {
 	log      *slog.Logger
 	cache    wazero.CompilationCache
@@ -37,6 +39,12 @@ type Set struct {
 	// sharedCache is set when the cache is sharedCache, which Close
 	// leaves open.
 	sharedCache bool
+
+	started  time.Time
+	stop     context.CancelFunc // cancels the background loads
+	done     chan struct{}      // closed when every load has finished
+	closing  sync.Once
+	closeErr error
 }
 
 // sharedCache, when set (by tests), replaces the compilation cache Load
@@ -44,23 +52,36 @@ type Set struct {
 // many sets it loads.
 var sharedCache wazero.CompilationCache
 
-// Load loads every plugin found in dirs. Each dir is one plugin folder
+// Start finds the plugins in dirs, makes every check that needs no
+// compiling, and returns with the plugins that passed them registered and
+// their modules loading in the background. Each dir is one plugin folder
 // (it holds plugin.toml) or a folder of plugin folders. reserved are the
 // families of the built-in providers, which no plugin may take.
 //
-// A plugin that fails to load is logged and reported by Status with
-// health "failed"; it never stops the others. The error is for the set
-// as a whole: an unusable compilation cache directory. cacheDir may be
-// empty for no on-disk cache (compiling then costs about a second per
-// plugin at every start).
-func Load(dirs []string, cfg *core.Config, cacheDir string, log *slog.Logger, reserved ...string) (*Set, error) {
+// At start a plugin is refused (logged, and reported by Status with
+// health "failed") for its manifest, its name or family (taken by a
+// built-in or another plugin), an fs grant that is not a directory, a
+// missing or oversized module, or a module whose export names show it is
+// not a reactor of this ABI. It never stops the others.
+//
+// The background load compiles the module (through the cache), checks its
+// signatures, imports and memory, starts one instance and compares its
+// description with the manifest. Until it ends, a plugin's health is
+// "loading" and its calls wait (as long as their context allows); if it
+// fails, the health is "failed" and every call answers PLUGIN_ERROR with
+// the reason. [Set.Wait] waits for every load.
+//
+// The error is for the set as a whole: an unusable compilation cache
+// directory. cacheDir may be empty for no on-disk cache (compiling then
+// costs seconds per plugin at every start).
+func Start(dirs []string, cfg *core.Config, cacheDir string, log *slog.Logger, reserved ...string) (*Set, error) {
 	if cfg == nil {
 		cfg = core.DefaultConfig()
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Set{log: log, byName: map[string]*plugin{}, byFamily: map[string]*plugin{}}
+	s := &Set{log: log, byName: map[string]*plugin{}, byFamily: map[string]*plugin{}, started: time.Now(), done: make(chan struct{})}
 	if sharedCache != nil {
 		s.cache, s.sharedCache = sharedCache, true
 	} else if cacheDir != "" {
@@ -75,8 +96,33 @@ func Load(dirs []string, cfg *core.Config, cacheDir string, log *slog.Logger, re
 	} else {
 		s.cache = wazero.NewCompilationCache()
 	}
-	s.loadAll(context.Background(), s.pluginDirs(dirs), cfg, reserved)
+	s.register(s.pluginDirs(dirs), cfg, reserved)
+	ctx, stop := context.WithCancel(context.Background())
+	s.stop = stop
+	go s.loadAll(ctx)
 	return s, nil
+}
+
+// Load is [Start] followed by [Set.Wait]: it returns once every plugin
+// has loaded or failed.
+func Load(dirs []string, cfg *core.Config, cacheDir string, log *slog.Logger, reserved ...string) (*Set, error) {
+	s, err := Start(dirs, cfg, cacheDir, log, reserved...)
+	if err != nil {
+		return nil, err
+	}
+	_ = s.Wait(context.Background())
+	return s, nil
+}
+
+// Wait returns when every plugin has finished loading, ready or failed,
+// or with ctx's error when ctx ends first.
+func (s *Set) Wait(ctx context.Context) error {
+	select {
+	case <-s.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // pluginDirs expands dirs into plugin folders, once each, in order. A
@@ -119,26 +165,21 @@ func (s *Set) pluginDirs(dirs []string) []string {
 	return out
 }
 
-// candidate is a plugin folder whose manifest passed and whose name and
-// family are not taken, waiting to be compiled and started.
+// candidate is a plugin folder whose manifest passed, on its way to
+// being registered or refused.
 type candidate struct {
 	dir   string
 	man   *Manifest
 	grant core.PluginGrant
 	st    PluginStatus
-	p     *plugin
-	err   error
-	took  time.Duration
 }
 
-// loadAll reads every manifest and settles names and families in folder
-// order, then compiles and starts the candidates in parallel (compiling,
-// even from the cache, is most of a plugin's start-up), then registers
-// them in folder order again.
-func (s *Set) loadAll(ctx context.Context, dirs []string, cfg *core.Config, reserved []string) {
+// register reads every manifest and settles names and families in folder
+// order, then makes each remaining plugin's checks that need no compiling
+// and registers the plugins that pass.
+func (s *Set) register(dirs []string, cfg *core.Config, reserved []string) {
 	names := map[string]string{}    // plugin name → folder
 	families := map[string]string{} // family → plugin name
-	var cands []*candidate
 	for _, dir := range dirs {
 		man, err := ReadManifest(dir)
 		if err != nil {
@@ -175,47 +216,83 @@ func (s *Set) loadAll(ctx context.Context, dirs []string, cfg *core.Config, rese
 			families[fam] = man.Name
 		}
 		names[man.Name] = dir
-		cands = append(cands, c)
-	}
 
-	work := make(chan *candidate)
-	var wg sync.WaitGroup
-	for range min(len(cands), runtime.GOMAXPROCS(0)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for c := range work {
-				start := time.Now()
-				c.p, c.err = s.loadPlugin(ctx, c.dir, c.man, c.grant)
-				c.took = time.Since(start)
-			}
-		}()
-	}
-	for _, c := range cands {
-		work <- c
-	}
-	close(work)
-	wg.Wait()
-
-	for _, c := range cands {
-		if c.err != nil {
-			s.fail(c, c.err)
+		p, err := newPlugin(dir, man, c.grant, s.log)
+		if err != nil {
+			s.fail(c, err)
 			continue
 		}
-		p := c.p
 		s.plugins = append(s.plugins, p)
 		s.byName[p.name] = p
-		if c.man.Kind == KindProvider {
-			s.byFamily[c.man.Provider.Family] = p
+		if man.Kind == KindProvider {
+			s.byFamily[man.Provider.Family] = p
 		}
 		if !p.denied.empty() {
 			s.log.Info("plugin asked for capabilities that were not granted",
 				"plugin", p.name, "env", p.denied.Env, "fs", p.denied.FS, "clock", p.denied.Clock,
 				"grant_in", fmt.Sprintf("[plugins.%s] in config.toml", p.name))
 		}
-		s.log.Info("plugin loaded", "plugin", p.name, "version", c.man.Version, "kind", c.man.Kind,
-			"dir", c.dir, "took", c.took.Round(time.Millisecond))
 	}
+}
+
+// loadAll loads the registered plugins in the background, as many at once
+// as there are cores: on a warm cache each load is mostly wazero decoding
+// and validating the module (tens of milliseconds of CPU for a Go module).
+func (s *Set) loadAll(ctx context.Context) {
+	defer close(s.done)
+	work := make(chan *plugin)
+	var wg sync.WaitGroup
+	for range min(len(s.plugins), runtime.GOMAXPROCS(0)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for p := range work {
+				s.loadOne(ctx, p)
+			}
+		}()
+	}
+	for _, p := range s.plugins {
+		work <- p
+	}
+	close(work)
+	wg.Wait()
+	if len(s.plugins) > 0 {
+		failed := 0
+		for _, p := range s.plugins {
+			if p.loadErr != nil {
+				failed++
+			}
+		}
+		s.log.Info("plugins loaded", "ready", len(s.plugins)-failed, "failed", failed,
+			"took", time.Since(s.started).Round(time.Millisecond))
+	}
+}
+
+// loadGate, when set (by tests), runs before each background load, so a
+// test can hold plugins in the loading state.
+var loadGate func(ctx context.Context, name string)
+
+func (s *Set) loadOne(ctx context.Context, p *plugin) {
+	start := time.Now()
+	if loadGate != nil {
+		loadGate(ctx, p.name)
+	}
+	var err error
+	if ctx.Err() == nil {
+		err = p.load(ctx, s.cache)
+	}
+	if ctx.Err() != nil {
+		err = errors.New("the kernel stopped before the plugin finished loading")
+	}
+	p.finish(err, time.Since(start))
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Error("plugin not loaded", "plugin", p.name, "dir", p.dir, "err", err.Error())
+		}
+		return
+	}
+	s.log.Info("plugin loaded", "plugin", p.name, "version", p.man.Version, "kind", p.man.Kind,
+		"dir", p.dir, "took", p.loadTook.Round(time.Millisecond))
 }
 
 func (s *Set) fail(c *candidate, err error) {
@@ -232,8 +309,11 @@ func (s *Set) skip(st PluginStatus) {
 	s.skipped = append(s.skipped, st)
 }
 
-// Providers returns the loaded provider plugins as core providers, in
-// load order, for the kernel to register after the built-ins.
+// Providers returns the provider plugins registered at start, loaded or
+// still loading, as core providers in folder order, for the kernel to
+// register after the built-ins. One whose load fails stays registered and
+// answers its calls with the reason, so what a kernel serves does not
+// depend on how fast its plugins load.
 func (s *Set) Providers() []core.Provider {
 	var out []core.Provider
 	for _, p := range s.plugins {
@@ -261,8 +341,11 @@ type PluginStatus struct {
 	// manifest asks for and the operator did not grant.
 	Granted Capabilities `json:"granted"`
 	Denied  Capabilities `json:"denied"`
-	// Health is ok, failed or disabled.
+	// Health is loading, ok, failed or disabled.
 	Health string `json:"health"`
+	// LoadMS is how long the background load took (compiling or reading
+	// the cache, starting the first instance, describing).
+	LoadMS int64 `json:"load_ms,omitempty"`
 	// Error is why a plugin failed to load, or its last failed call.
 	Error   string `json:"error,omitempty"`
 	ErrorAt int64  `json:"error_at,omitempty"` // ns
@@ -279,45 +362,64 @@ func (s *Set) Status() []PluginStatus {
 	for _, p := range s.plugins {
 		st := PluginStatus{
 			Name: p.name, Version: p.man.Version, Kind: p.man.Kind, Dir: p.dir,
-			Limits: p.limits, Granted: p.granted, Denied: p.denied, Health: HealthOK,
-			Schema: p.schema != nil,
-			Calls:  p.calls.Load(), Failures: p.failures.Load(), Instances: len(p.slots),
+			Limits: p.limits, Granted: p.granted, Denied: p.denied, Health: HealthLoading,
+			Calls: p.calls.Load(), Failures: p.failures.Load(),
 		}
 		if p.man.Provider != nil {
 			st.Family = p.man.Provider.Family
-			for _, t := range p.templates {
-				st.Templates = append(st.Templates, t.URITemplate)
-			}
+			st.Templates = p.man.Provider.Templates
 		}
 		if p.man.Validator != nil {
 			st.Channels = p.man.Validator.Channels
 		}
-		p.mu.Lock()
-		st.Error = p.lastErr
-		if !p.lastAt.IsZero() {
-			st.ErrorAt = p.lastAt.UnixNano()
+		done, loadErr := p.loaded()
+		switch {
+		case done && loadErr != nil:
+			st.Health, st.Error, st.ErrorAt = HealthFailed, p.loadReason, p.loadedAt.UnixNano()
+			st.LoadMS = p.loadTook.Milliseconds()
+		case done:
+			st.Health, st.LoadMS = HealthOK, p.loadTook.Milliseconds()
+			st.Schema, st.Instances = p.schema != nil, len(p.slots)
+			st.Templates = nil
+			for _, t := range p.templates {
+				st.Templates = append(st.Templates, t.URITemplate)
+			}
+			p.mu.Lock()
+			st.Error = p.lastErr
+			if !p.lastAt.IsZero() {
+				st.ErrorAt = p.lastAt.UnixNano()
+			}
+			p.mu.Unlock()
 		}
-		p.mu.Unlock()
 		out = append(out, st)
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
 }
 
-// Close stops every plugin and the compilation cache. Calls in flight
-// fail; later calls answer UNAVAILABLE.
+// Close stops every plugin and the compilation cache: loads still running
+// are cancelled (and waited for), calls in flight fail, later calls answer
+// UNAVAILABLE. Calling it again returns the first result.
 func (s *Set) Close() error {
-	ctx := context.Background()
-	var errs []error
-	for _, p := range s.plugins {
-		if err := p.close(ctx); err != nil {
-			errs = append(errs, fmt.Errorf("close plugin %s: %w", p.name, err))
+	s.closing.Do(func() {
+		for _, p := range s.plugins {
+			p.closed.Store(true)
 		}
-	}
-	if s.cache != nil && !s.sharedCache {
-		if err := s.cache.Close(ctx); err != nil {
-			errs = append(errs, fmt.Errorf("close compilation cache: %w", err))
+		s.stop()
+		<-s.done
+		ctx := context.Background()
+		var errs []error
+		for _, p := range s.plugins {
+			if err := p.close(ctx); err != nil {
+				errs = append(errs, fmt.Errorf("close plugin %s: %w", p.name, err))
+			}
 		}
-	}
-	return errors.Join(errs...)
+		if s.cache != nil && !s.sharedCache {
+			if err := s.cache.Close(ctx); err != nil {
+				errs = append(errs, fmt.Errorf("close compilation cache: %w", err))
+			}
+		}
+		s.closeErr = errors.Join(errs...)
+	})
+	return s.closeErr
 }

@@ -65,6 +65,13 @@ func (p *plugin) validatePayload(channel string, payload json.RawMessage) error 
 		p.calls.Add(1)
 		return p.failed(context.Background(), pluginError(p.name, "validator declares channels %s, not %s: bind it in config.toml only to those", strings.Join(p.man.Validator.Channels, ", "), channel))
 	}
+	// The schema and the guest come with the load: a publish waits for it.
+	// The load is bounded (compiling ends, and starting an instance and
+	// describing have the init deadline), and Close ends the wait.
+	if err := p.wait(context.Background()); err != nil {
+		p.calls.Add(1)
+		return err
+	}
 	if p.schema != nil {
 		inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(payload))
 		if err != nil {

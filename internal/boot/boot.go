@@ -31,8 +31,11 @@ func (h pluginHost) Validator(name string) (bus.Validator, bool) {
 func (h pluginHost) Status() any  { return h.s.Status() }
 func (h pluginHost) Close() error { return h.s.Close() }
 
+// loadPlugins registers the plugins at once and lets their modules load in
+// the background (plugins.Start): the kernel serves without waiting for
+// them, and a call to a plugin still loading waits for it.
 func loadPlugins(cfg *core.Config, dirs, reserved []string, cacheDir string, log *slog.Logger) (kernel.PluginHost, error) {
-	s, err := plugins.Load(dirs, cfg, cacheDir, log, reserved...)
+	s, err := plugins.Start(dirs, cfg, cacheDir, log, reserved...)
 	if err != nil {
 		return nil, err
 	}
