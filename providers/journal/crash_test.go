@@ -163,28 +163,34 @@ func checkJournalFile(t *testing.T, path string, acked map[uint64]bool) [2]uint6
 			}
 		}
 		for i, ch := range []string{ChannelJournal, ChannelTranscript} {
-			want := []uint64{n, transcript}[i]
-			if next[i] != want {
+			if want := []uint64{n, transcript}[i]; next[i] != want {
 				return fmt.Errorf("%s next seq %d, want %d", ch, next[i], want)
 			}
-			var seq, lastID uint64
-			err := tx.Bucket(seqBuckets[ch]).ForEach(func(k, v []byte) error {
-				if got := binary.BigEndian.Uint64(k); got != seq {
-					return fmt.Errorf("%s seqs jump from %d to %d", ch, seq, got)
-				}
-				id := binary.BigEndian.Uint64(v)
-				if id <= lastID || id > n {
-					return fmt.Errorf("%s seq %d maps to row %d after row %d", ch, seq, id, lastID)
-				}
-				seq, lastID = seq+1, id
-				return nil
-			})
-			if err != nil {
-				return err
+		}
+		var seq, lastID uint64
+		err := tx.Bucket(bucketSeqTranscript).ForEach(func(k, v []byte) error {
+			if got := binary.BigEndian.Uint64(k); got != seq {
+				return fmt.Errorf("transcript seqs jump from %d to %d", seq, got)
 			}
-			if seq != want {
-				return fmt.Errorf("%s maps %d seqs, want %d", ch, seq, want)
+			id := binary.BigEndian.Uint64(v)
+			if id <= lastID || id > n {
+				return fmt.Errorf("transcript seq %d maps to row %d after row %d", seq, id, lastID)
 			}
+			seq, lastID = seq+1, id
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if seq != transcript {
+			return fmt.Errorf("transcript maps %d seqs, want %d", seq, transcript)
+		}
+		// Open indexes what a crash left unindexed.
+		if w := indexedThrough(tx); w != n {
+			return fmt.Errorf("indexes reach row %d of %d after reopening", w, n)
+		}
+		if k := tx.Bucket(bucketByTS).Stats().KeyN; uint64(k) != n {
+			return fmt.Errorf("ts index has %d keys for %d rows", k, n)
 		}
 		return nil
 	})

@@ -9,21 +9,20 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-func seqBucket(tx *bolt.Tx, channel string) (*bolt.Bucket, error) {
-	name, ok := seqBuckets[channel]
-	if !ok {
-		return nil, fmt.Errorf("channel %q is not kept by the journal (only %s and %s are)", channel, ChannelJournal, ChannelTranscript)
+func checkChannel(channel string) error {
+	if channel != ChannelJournal && channel != ChannelTranscript {
+		return fmt.Errorf("channel %q is not kept by the journal (only %s and %s are)", channel, ChannelJournal, ChannelTranscript)
 	}
-	return tx.Bucket(name), nil
+	return nil
 }
 
 // NextSeq is the seq the channel's next event will get.
 func (j *Journal) NextSeq(channel string) (uint64, error) {
+	if err := checkChannel(channel); err != nil {
+		return 0, err
+	}
 	var n uint64
 	err := j.db.View(func(tx *bolt.Tx) error {
-		if _, err := seqBucket(tx, channel); err != nil {
-			return err
-		}
 		n = nextSeq(tx, channel)
 		return nil
 	})
@@ -32,13 +31,19 @@ func (j *Journal) NextSeq(channel string) (uint64, error) {
 
 // OldestSeq is the oldest seq the journal holds for the channel.
 func (j *Journal) OldestSeq(channel string) (seq uint64, ok bool, err error) {
+	if err := checkChannel(channel); err != nil {
+		return 0, false, err
+	}
 	err = j.db.View(func(tx *bolt.Tx) error {
-		b, err := seqBucket(tx, channel)
-		if err != nil {
-			return err
+		b := tx.Bucket(bucketSeqTranscript)
+		if channel == ChannelJournal {
+			b = tx.Bucket(bucketRows)
 		}
 		if k, _ := b.Cursor().First(); k != nil {
 			seq, ok = binary.BigEndian.Uint64(k), true
+			if channel == ChannelJournal {
+				seq-- // entry_id - 1
+			}
 		}
 		return nil
 	})
@@ -48,30 +53,41 @@ func (j *Journal) OldestSeq(channel string) (seq uint64, ok bool, err error) {
 // ReadRange rebuilds the channel's events with from <= seq < to, ascending;
 // when more than limit match (limit > 0) the newest limit are kept.
 func (j *Journal) ReadRange(channel string, from, to uint64, limit int) ([]bus.Event, error) {
+	if err := checkChannel(channel); err != nil {
+		return nil, fmt.Errorf("journal: read %s: %w", channel, err)
+	}
 	var out []bus.Event
 	err := j.db.View(func(tx *bolt.Tx) error {
-		b, err := seqBucket(tx, channel)
-		if err != nil {
-			return err
-		}
 		if from >= to {
 			return nil
 		}
+		rows := tx.Bucket(bucketRows)
 		// Walk down from the top of the range so that a limit keeps the
-		// newest events without visiting the rest.
+		// newest events without visiting the rest. The journal channel
+		// walks the rows (seq = entry_id - 1), session.transcript its
+		// seq → entry_id map.
+		b, top, shift := tx.Bucket(bucketSeqTranscript), to-1, uint64(0)
+		if channel == ChannelJournal {
+			b, top, shift = rows, to, 1 // entry_id of seq to-1
+		}
 		c := b.Cursor()
-		var k, v []byte
-		if k, _ = c.Seek(be64(to)); k == nil {
+		k, v := c.Seek(be64(top))
+		switch {
+		case k == nil:
 			k, v = c.Last()
-		} else {
+		case binary.BigEndian.Uint64(k) > top:
 			k, v = c.Prev()
 		}
 		for ; k != nil; k, v = c.Prev() {
-			seq := binary.BigEndian.Uint64(k)
+			seq := binary.BigEndian.Uint64(k) - shift
 			if seq < from || (limit > 0 && len(out) >= limit) {
 				break
 			}
-			s, err := decodeRow(tx.Bucket(bucketRows), binary.BigEndian.Uint64(v))
+			id := seq + 1
+			if channel == ChannelTranscript {
+				id = binary.BigEndian.Uint64(v)
+			}
+			s, err := decodeRow(rows, id)
 			if err != nil {
 				return fmt.Errorf("rebuild %s seq %d: %w", channel, seq, err)
 			}

@@ -5,20 +5,35 @@
 //
 // # Writing
 //
-// One writer goroutine owns every write. [Journal.Append] queues a row and
-// waits; the writer takes everything queued, commits it in one bbolt
-// transaction (one fsync for the whole batch: group commit), then hands the
-// batch's events to the bus in seq order, then answers the waiting calls.
-// So an acknowledged row is on disk, and an event is never seen before its
-// row is.
+// One writer goroutine owns every write. [Journal.Append] encodes its row
+// and queues it, then waits; the writer takes everything queued, commits
+// it in one bbolt transaction (one commit for the whole batch: group
+// commit), then hands the batch's events to the bus in seq order, then
+// answers the waiting calls. So an acknowledged row is on disk, and an
+// event is never seen before its row is.
+//
+// # Index lag
+//
+// A batch's transaction writes its rows and their transcript seq
+// mappings, but not their index entries: those are written for many
+// batches at once, in one transaction, when enough rows are waiting for
+// them (indexLag), when the writer has been idle for a moment, and at
+// Close and Open. A commit's cost is mostly the pages it dirties, and
+// every index dirties a page per distinct value per commit, so this
+// divides that cost by the number of batches in between. The meta key
+// "indexed" says how far the indexes reach; queries read the rows past it
+// (the tail, at most a few thousand, kept decoded in memory) directly and
+// merge them in, so a row is found by a query as soon as it is
+// acknowledged.
 //
 // # Durable channels
 //
 // Inside the same transaction each row gets the next seq of the journal
-// channel, and rows marked Transcript the next seq of session.transcript;
-// a seq → entry_id map per channel lets [Journal.ReadRange] rebuild any
-// event from its row. Seqs never repeat and never skip, across restarts
-// and crashes, because they are assigned and stored with the row.
+// channel (its entry_id - 1), and rows marked Transcript the next seq of
+// session.transcript, whose seq → entry_id map is stored with the row;
+// so [Journal.ReadRange] rebuilds any event from its row. Seqs never
+// repeat and never skip, across restarts and crashes, because they are
+// assigned and stored with the row.
 //
 // # Secrets
 //
@@ -29,20 +44,25 @@ package journal
 import (
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/shoal-sh/shoal/core"
 	"github.com/shoal-sh/shoal/core/bus"
 	"github.com/shoal-sh/shoal/core/rpc"
+	"github.com/shoal-sh/shoal/providers/val/cas"
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
 )
@@ -65,6 +85,14 @@ type Options struct {
 	MaxBatch int
 	// Log receives delivery failures; nil discards them.
 	Log *slog.Logger
+
+	// indexLag is how many committed rows may wait for their index
+	// entries before the writer writes them (default defaultIndexLag;
+	// 1 indexes after every commit). Tests vary it.
+	indexLag int
+	// idleFlush is how long the writer waits for more appends before it
+	// indexes the waiting rows anyway (default defaultIdleFlush).
+	idleFlush time.Duration
 }
 
 // Journal is the durable journal. It implements [core.Journal] and
@@ -84,6 +112,13 @@ type Journal struct {
 	// lastTS keeps stamped timestamps from going backwards when the wall
 	// clock does; only the writer touches it.
 	lastTS int64
+
+	// tail holds the committed rows that have no index entries yet,
+	// oldest first, with contiguous entry_ids. Only the writer changes
+	// it (under tailMu); queries take a snapshot. The slice's elements
+	// are never overwritten, so a snapshot stays valid.
+	tailMu sync.RWMutex
+	tail   []*storedRow
 }
 
 var (
@@ -95,6 +130,7 @@ var (
 
 type request struct {
 	row  core.JournalRow
+	body []byte      // the row's encoded body (encodeBody), made by Append
 	done chan result // buffered: the writer never blocks on it
 }
 
@@ -103,7 +139,11 @@ type result struct {
 	err error
 }
 
-const defaultMaxBatch = 1024
+const (
+	defaultMaxBatch  = 1024
+	defaultIndexLag  = 1024
+	defaultIdleFlush = 20 * time.Millisecond
+)
 
 // Open opens the journal file at path, creating it when it does not exist.
 // A file that exists but is not an intact Shoal journal is an error naming
@@ -111,6 +151,12 @@ const defaultMaxBatch = 1024
 func Open(path string, opts Options) (*Journal, error) {
 	if opts.MaxBatch <= 0 {
 		opts.MaxBatch = defaultMaxBatch
+	}
+	if opts.indexLag <= 0 {
+		opts.indexLag = defaultIndexLag
+	}
+	if opts.idleFlush <= 0 {
+		opts.idleFlush = defaultIdleFlush
 	}
 	log := opts.Log
 	if log == nil {
@@ -143,6 +189,12 @@ func Open(path string, opts Options) (*Journal, error) {
 		stopping: make(chan struct{}),
 		stopped:  make(chan struct{}),
 	}
+	// Rows a crash left unindexed are indexed before anything else.
+	if err := j.loadTail(); err != nil {
+		db.Close()
+		return nil, err
+	}
+	j.flushIndexes() // on failure the rows stay in the tail; the writer retries
 	go j.write()
 	return j, nil
 }
@@ -195,7 +247,7 @@ func syncDir(dir string) error {
 // checked, because bbolt maps the file into memory and a write-mode open
 // already reads pages a truncated file no longer has. Memory faults are
 // turned into panics here and reported as a damaged journal instead of
-// crashing the kernel.
+// crashing the kernel. A version 1 file is upgraded in place.
 func openDB(path string, noSync bool) (db *bolt.DB, epoch string, err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
@@ -210,17 +262,28 @@ func openDB(path string, noSync bool) (db *bolt.DB, epoch string, err error) {
 	if err != nil {
 		return nil, "", err
 	}
-	epoch, err = check(db, path)
+	epoch, version, err := check(db, path)
 	db.Close()
 	db = nil
 	if err != nil {
 		return nil, "", err
 	}
-	db, err = openBolt(path, &bolt.Options{NoSync: noSync, NoGrowSync: noSync, FreelistType: bolt.FreelistMapType})
+	db, err = openBolt(path, writeOptions(noSync))
 	if err != nil {
 		return nil, "", err
 	}
+	if version == schemaVersionV1 {
+		if err := migrate(db, path); err != nil {
+			db.Close()
+			return nil, "", err
+		}
+	}
 	return db, epoch, nil
+}
+
+// writeOptions are the bbolt options of the writing open.
+func writeOptions(noSync bool) *bolt.Options {
+	return &bolt.Options{NoSync: noSync, NoGrowSync: noSync, FreelistType: bolt.FreelistMapType}
 }
 
 // lockTimeout is how long Open waits for another holder of the file.
@@ -245,10 +308,10 @@ func openBolt(path string, o *bolt.Options) (*bolt.DB, error) {
 
 // check verifies that an existing file is a whole Shoal journal: its size
 // covers every page the metadata claims (checked before any page is read),
-// and it has our buckets and epoch.
-func check(db *bolt.DB, path string) (string, error) {
-	var epoch string
-	err := db.View(func(tx *bolt.Tx) error {
+// and it has our buckets and epoch. It returns the epoch and the schema
+// version, which is this one or version 1.
+func check(db *bolt.DB, path string) (epoch, version string, err error) {
+	err = db.View(func(tx *bolt.Tx) error {
 		fi, err := os.Stat(path)
 		if err != nil {
 			return err
@@ -260,10 +323,19 @@ func check(db *bolt.DB, path string) (string, error) {
 		if meta == nil {
 			return damaged(path, errors.New("it is a bbolt file but not a Shoal journal (no meta bucket)"))
 		}
-		if v := string(meta.Get(keyVersion)); v != schemaVersion {
-			return fmt.Errorf("open journal %s: schema version %q, this kernel reads version %q; use a matching shoal or move the file aside", path, v, schemaVersion)
+		version = string(meta.Get(keyVersion))
+		want := allBuckets
+		switch version {
+		case schemaVersion:
+			if len(meta.Get(keyIndexed)) != 8 {
+				return damaged(path, errors.New("its index watermark (meta \"indexed\") is missing"))
+			}
+		case schemaVersionV1:
+			want = append(want[:len(want):len(want)], bucketSeqJournalV1)
+		default:
+			return fmt.Errorf("open journal %s: schema version %q, this kernel reads versions %q and %q; use a matching shoal or move the file aside", path, version, schemaVersionV1, schemaVersion)
 		}
-		for _, b := range allBuckets {
+		for _, b := range want {
 			if tx.Bucket(b) == nil {
 				return damaged(path, fmt.Errorf("bucket %q is missing", b))
 			}
@@ -273,7 +345,47 @@ func check(db *bolt.DB, path string) (string, error) {
 		}
 		return nil
 	})
-	return epoch, err
+	return epoch, version, err
+}
+
+// migrate upgrades a version 1 file to version 2 in one transaction: its
+// rows keep their JSON encoding (still read) and are all indexed; its
+// seq.journal map, which version 1 kept equal to entry_id - 1, is checked
+// at both ends and dropped.
+func migrate(db *bolt.DB, path string) error {
+	err := db.Update(func(tx *bolt.Tx) error {
+		rows := tx.Bucket(bucketRows)
+		seqs := tx.Bucket(bucketSeqJournalV1)
+		firstRow, _ := rows.Cursor().First()
+		lastRow, _ := rows.Cursor().Last()
+		firstSeq, firstID := seqs.Cursor().First()
+		lastSeq, lastID := seqs.Cursor().Last()
+		u := func(b []byte) uint64 {
+			if len(b) != 8 {
+				return math.MaxUint64
+			}
+			return binary.BigEndian.Uint64(b)
+		}
+		consistent := firstRow == nil && firstSeq == nil && rows.Sequence() == 0 ||
+			firstRow != nil && firstSeq != nil &&
+				u(firstSeq)+1 == u(firstID) && u(firstID) == u(firstRow) &&
+				u(lastSeq)+1 == u(lastID) && u(lastID) == u(lastRow) && u(lastRow) == rows.Sequence()
+		if !consistent {
+			return damaged(path, errors.New("its journal seqs do not match its rows (version 1 file)"))
+		}
+		if err := tx.DeleteBucket(bucketSeqJournalV1); err != nil {
+			return err
+		}
+		meta := tx.Bucket(bucketMeta)
+		if err := meta.Put(keyIndexed, be64(rows.Sequence())); err != nil {
+			return err
+		}
+		return meta.Put(keyVersion, []byte(schemaVersion))
+	})
+	if err != nil {
+		return fmt.Errorf("open journal %s: upgrade from schema version 1: %w", path, err)
+	}
+	return nil
 }
 
 func initialize(db *bolt.DB) (string, error) {
@@ -288,6 +400,9 @@ func initialize(db *bolt.DB) (string, error) {
 		}
 		meta := tx.Bucket(bucketMeta)
 		if err := meta.Put(keyVersion, []byte(schemaVersion)); err != nil {
+			return err
+		}
+		if err := meta.Put(keyIndexed, be64(0)); err != nil {
 			return err
 		}
 		return meta.Put(keyEpoch, []byte(epoch))
@@ -314,7 +429,9 @@ func (j *Journal) Append(ctx context.Context, row core.JournalRow) (core.Journal
 	if row.Effects == nil {
 		row.Effects = []string{}
 	}
-	r := &request{row: row, done: make(chan result, 1)}
+	// Encoded here, on the caller's goroutine, so the writer only adds
+	// what the commit assigns.
+	r := &request{row: row, body: encodeBody(&row), done: make(chan result, 1)}
 	select {
 	case j.queue <- r:
 	case <-j.stopping:
@@ -347,25 +464,42 @@ func (j *Journal) write() {
 	batch := make([]*request, 0, j.opts.MaxBatch)
 	var prev int // rows in the previous batch
 	var lastCommit time.Duration
+	idle := time.NewTimer(time.Hour)
+	idle.Stop()
 	for {
 		batch = batch[:0]
+		if len(j.tail) > 0 {
+			idle.Reset(j.opts.idleFlush)
+		}
 		select {
 		case r := <-j.queue:
 			batch = append(batch, r)
+		case <-idle.C:
+			j.flushIndexes()
+			prev = 0
+			continue
 		case <-j.stopping:
 			for {
 				batch = j.drain(batch[:0])
 				if len(batch) == 0 {
-					return
+					break
 				}
 				j.commit(batch)
 			}
+			j.flushIndexes()
+			return
 		}
+		idle.Stop()
 		j.linger(prev, lastCommit)
 		batch = j.drain(batch)
 		start := time.Now()
 		j.commit(batch)
 		prev, lastCommit = len(batch), time.Since(start)
+		if len(j.tail) >= j.opts.indexLag {
+			// The batch's callers are answered and coming back with
+			// their next rows, which queue up while this commits.
+			j.flushIndexes()
+		}
 	}
 }
 
@@ -404,22 +538,26 @@ func (j *Journal) drain(batch []*request) []*request {
 }
 
 // commit writes one batch in one transaction, delivers its events, then
-// answers its callers.
+// answers its callers. The rows' index entries wait in the tail.
 func (j *Journal) commit(batch []*request) {
 	rows := make([]storedRow, len(batch))
 	lastTS := j.lastTS
+	size := 0
+	for _, r := range batch {
+		size += rowHeadMax + len(r.body)
+	}
+	// One buffer holds every encoded row of the batch; bbolt keeps
+	// references to the values until the commit, and nothing reuses it.
+	buf := make([]byte, 0, size)
 	err := j.db.Update(func(tx *bolt.Tx) error {
 		setFill(tx)
 		rb := tx.Bucket(bucketRows)
-		jnext := nextSeq(tx, ChannelJournal)
+		sb := tx.Bucket(bucketSeqTranscript)
+		id := lastRowID(tx)
 		tnext := nextSeq(tx, ChannelTranscript)
-		now := time.Now().UnixNano()
-		lastTS = max(lastTS, now)
+		lastTS = max(lastTS, time.Now().UnixNano())
 		for i, r := range batch {
-			id, err := rb.NextSequence()
-			if err != nil {
-				return err
-			}
+			id++
 			s := &rows[i]
 			s.JournalRow = r.row
 			s.EntryID = id
@@ -427,18 +565,32 @@ func (j *Journal) commit(batch []*request) {
 				s.TS = lastTS
 			}
 			s.InTranscript = r.row.Transcript
-			s.JournalSeq = jnext
-			jnext++
+			s.JournalSeq = id - 1
 			if s.InTranscript {
 				seq := tnext
 				s.TranscriptSeq = &seq
 				tnext++
 			}
-			if err := putRow(tx, s); err != nil {
-				return err
+			start := len(buf)
+			buf = append(appendRowHead(buf, s), r.body...)
+			key := be64(id)
+			if err := rb.Put(key, buf[start:len(buf):len(buf)]); err != nil {
+				return fmt.Errorf("row %d: %w", id, err)
+			}
+			if s.TranscriptSeq != nil {
+				if err := sb.Put(be64(*s.TranscriptSeq), key); err != nil {
+					return fmt.Errorf("row %d: transcript seq: %w", id, err)
+				}
+			}
+			if h, ok := strings.CutPrefix(s.Ref, cas.RefPrefix); ok && cas.ValidHash(h) == nil {
+				// With the row, never later: the content store's collector
+				// must see every reference an acknowledged row holds.
+				if err := tx.Bucket(bucketValRefs).Put([]byte(h), nil); err != nil {
+					return fmt.Errorf("row %d: blob ref: %w", id, err)
+				}
 			}
 		}
-		return nil
+		return rb.SetSequence(id)
 	})
 	if err != nil {
 		err = fmt.Errorf("journal %s: commit %d rows: %w", j.path, len(batch), err)
@@ -449,12 +601,79 @@ func (j *Journal) commit(batch []*request) {
 		return
 	}
 	j.lastTS = lastTS
+	tail := slices.Grow(j.tail, len(rows))
+	for i := range rows {
+		tail = append(tail, &rows[i])
+	}
+	j.setTail(tail)
 	if j.opts.Bus != nil {
 		j.deliver(rows)
 	}
 	for i, r := range batch {
 		r.done <- result{row: rows[i].row()}
 	}
+}
+
+func (j *Journal) setTail(tail []*storedRow) {
+	j.tailMu.Lock()
+	j.tail = tail
+	j.tailMu.Unlock()
+}
+
+// tailSnapshot is the current tail for a reader.
+func (j *Journal) tailSnapshot() []*storedRow {
+	j.tailMu.RLock()
+	defer j.tailMu.RUnlock()
+	return j.tail
+}
+
+// flushIndexes writes the tail's index entries in one transaction and
+// moves the "indexed" watermark past them. On failure the rows stay in the
+// tail, where queries still find them, and the next flush tries again.
+func (j *Journal) flushIndexes() error {
+	if len(j.tail) == 0 {
+		return nil
+	}
+	tail := j.tail
+	last := tail[len(tail)-1].EntryID
+	err := j.db.Update(func(tx *bolt.Tx) error {
+		setFill(tx)
+		if err := putIndexes(tx, tail); err != nil {
+			return err
+		}
+		return tx.Bucket(bucketMeta).Put(keyIndexed, be64(last))
+	})
+	if err != nil {
+		err = fmt.Errorf("journal %s: index rows %d to %d: %w", j.path, tail[0].EntryID, last, err)
+		j.log.Error("journal index write failed", "err", err)
+		return err
+	}
+	// A new slice: snapshots taken before keep the old one intact.
+	j.setTail(nil)
+	return nil
+}
+
+// loadTail reads the rows past the index watermark: after a crash, the
+// rows committed since the last index write.
+func (j *Journal) loadTail() error {
+	var tail []*storedRow
+	err := j.db.View(func(tx *bolt.Tx) error {
+		rows := tx.Bucket(bucketRows)
+		from, to := indexedThrough(tx), lastRowID(tx)
+		for id := from + 1; id <= to && id > from; id++ {
+			s, err := decodeRow(rows, id)
+			if err != nil {
+				return err
+			}
+			tail = append(tail, s)
+		}
+		return nil
+	})
+	if err != nil {
+		return damaged(j.path, fmt.Errorf("reading its unindexed rows failed: %v", err))
+	}
+	j.tail = tail
+	return nil
 }
 
 // deliver hands a committed batch's events to the bus: first every journal

@@ -412,3 +412,81 @@ func TestLockedByAnotherOpen(t *testing.T) {
 		t.Fatalf("second open of a held journal: %v", err)
 	}
 }
+
+// A row is found by queries as soon as its Append returns, whether its
+// index entries are written yet or not, while other rows are committed
+// and indexed around it.
+func TestQuerySeesAcknowledgedRows(t *testing.T) {
+	j := openJournal(t, "", Options{NoSync: true, indexLag: 40, idleFlush: time.Millisecond})
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() {
+			principal := fmt.Sprintf("agent:%d", w)
+			for i := range 150 {
+				row, err := j.Append(context.Background(), core.JournalRow{Principal: principal, Head: "echo", Exit: i})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				got, err := j.Query(Query{Principal: principal, Limit: 1})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if len(got) != 1 || got[0].EntryID != row.EntryID || got[0].Exit != i {
+					t.Errorf("%s: query after appending row %d found %+v", principal, row.EntryID, got)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// Close writes the waiting index entries, so a closed journal is fully
+// indexed.
+func TestCloseIndexesTail(t *testing.T) {
+	path := filepath.Join(t.TempDir(), FileName)
+	j, err := Open(path, Options{NoSync: true, indexLag: 1 << 20, idleFlush: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendAll(t, j, make([]core.JournalRow, 100))
+	if len(j.tailSnapshot()) != 100 {
+		t.Fatalf("tail holds %d rows, want 100", len(j.tailSnapshot()))
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	db.View(func(tx *bolt.Tx) error {
+		if w := indexedThrough(tx); w != 100 {
+			t.Errorf("indexed through %d after Close, want 100", w)
+		}
+		if n := tx.Bucket(bucketByTS).Stats().KeyN; n != 100 {
+			t.Errorf("ts index has %d keys, want 100", n)
+		}
+		return nil
+	})
+}
+
+// An idle writer indexes the waiting rows on its own.
+func TestIdleWriterIndexesTail(t *testing.T) {
+	j := openJournal(t, "", Options{NoSync: true, indexLag: 1 << 20, idleFlush: time.Millisecond})
+	appendRow(t, j, core.JournalRow{Head: "a"})
+	for deadline := time.Now().Add(10 * time.Second); len(j.tailSnapshot()) > 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the idle writer never indexed the tail")
+		}
+	}
+	j.db.View(func(tx *bolt.Tx) error {
+		if w := indexedThrough(tx); w != 1 {
+			t.Errorf("indexed through %d, want 1", w)
+		}
+		return nil
+	})
+}

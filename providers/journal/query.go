@@ -2,7 +2,7 @@ package journal
 
 import (
 	"bytes"
-	"encoding/json"
+	"cmp"
 	"fmt"
 	"slices"
 
@@ -110,6 +110,11 @@ func (j *Journal) Query(q Query) ([]core.JournalRow, error) {
 		target := tsid(until, ^uint64(0))
 		lower := tsid(q.Since, 0)
 		rows := tx.Bucket(bucketRows)
+		tail, err := j.tailMatches(tx, &q)
+		if err != nil {
+			return err
+		}
+		defer func() { out = mergeNewest(out, tail, limit) }()
 		for len(out) < limit {
 			key, ok := leapfrog(walks, target, lower)
 			if !ok {
@@ -136,16 +141,78 @@ func (j *Journal) Query(q Query) ([]core.JournalRow, error) {
 	return out, nil
 }
 
+// tailMatches returns the rows past the indexes' reach in tx that match q,
+// newest first. Most come decoded from the writer's tail; a row the
+// snapshot lacks (the tail moved on since tx began) is read from tx.
+func (j *Journal) tailMatches(tx *bolt.Tx, q *Query) ([]*storedRow, error) {
+	from, to := indexedThrough(tx), lastRowID(tx)
+	if to <= from {
+		return nil, nil
+	}
+	snap := j.tailSnapshot()
+	var first uint64
+	if len(snap) > 0 {
+		first = snap[0].EntryID
+	}
+	rows := tx.Bucket(bucketRows)
+	var out []*storedRow
+	for id := from + 1; id <= to && id > from; id++ {
+		var s *storedRow
+		if i := id - first; first != 0 && id >= first && i < uint64(len(snap)) && snap[i].EntryID == id {
+			s = snap[i]
+		} else {
+			var err error
+			if s, err = decodeRow(rows, id); err != nil {
+				return nil, err
+			}
+		}
+		if q.matches(s) {
+			out = append(out, s)
+		}
+	}
+	slices.SortFunc(out, func(a, b *storedRow) int { return newerFirst(a.TS, a.EntryID, b.TS, b.EntryID) })
+	return out, nil
+}
+
+// newerFirst orders rows newest first: by ts, then entry_id.
+func newerFirst(ats int64, aid uint64, bts int64, bid uint64) int {
+	if c := cmp.Compare(bts, ats); c != 0 {
+		return c
+	}
+	return cmp.Compare(bid, aid)
+}
+
+// mergeNewest merges two newest-first lists into the newest limit rows.
+func mergeNewest(indexed []core.JournalRow, tail []*storedRow, limit int) []core.JournalRow {
+	if len(tail) == 0 {
+		return indexed
+	}
+	out := make([]core.JournalRow, 0, min(limit, len(indexed)+len(tail)))
+	for len(out) < limit && (len(indexed) > 0 || len(tail) > 0) {
+		if len(tail) == 0 || len(indexed) > 0 && newerFirst(indexed[0].TS, indexed[0].EntryID, tail[0].TS, tail[0].EntryID) < 0 {
+			out = append(out, indexed[0])
+			indexed = indexed[1:]
+		} else {
+			out = append(out, tail[0].row())
+			tail = tail[1:]
+		}
+	}
+	return out
+}
+
 func decodeRow(rows *bolt.Bucket, id uint64) (*storedRow, error) {
 	data := rows.Get(be64(id))
 	if data == nil {
 		return nil, fmt.Errorf("row %d is missing although an index names it; the journal file is damaged", id)
 	}
-	var s storedRow
-	if err := json.Unmarshal(data, &s); err != nil {
+	s, err := unmarshalRow(data)
+	if err != nil {
 		return nil, fmt.Errorf("decode row %d: %w", id, err)
 	}
-	return &s, nil
+	if s.EntryID != id {
+		return nil, fmt.Errorf("decode row %d: it says it is row %d; the journal file is damaged", id, s.EntryID)
+	}
+	return s, nil
 }
 
 // leapfrog returns the newest tsid not newer than target and not older

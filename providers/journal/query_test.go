@@ -6,8 +6,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/shoal-sh/shoal/core"
+	bolt "go.etcd.io/bbolt"
 )
 
 var (
@@ -76,8 +78,39 @@ func ids(rows []core.JournalRow) []uint64 {
 	return out
 }
 
+// checkLagMode makes sure the lag modes do what they are named for.
+func checkLagMode(t *testing.T, j *Journal, n int) {
+	t.Helper()
+	var indexed uint64
+	j.db.View(func(tx *bolt.Tx) error { indexed = indexedThrough(tx); return nil })
+	switch {
+	case j.opts.indexLag > n && indexed != 0:
+		t.Fatalf("tail mode: %d rows indexed", indexed)
+	case j.opts.indexLag < n && j.opts.indexLag > 1 && indexed == 0:
+		t.Fatalf("mixed mode: no row indexed")
+	}
+}
+
+// lagModes are the index-lag settings queries are checked under: every
+// row indexed right after its commit, every row still in the unindexed
+// tail, and a mix of both.
+var lagModes = []struct {
+	name string
+	opts Options
+}{
+	{"indexed", Options{NoSync: true, indexLag: 1}},
+	{"tail", Options{NoSync: true, indexLag: 1 << 30, idleFlush: time.Hour}},
+	{"mixed", Options{NoSync: true, indexLag: 300, idleFlush: time.Hour}},
+}
+
 func TestQueryFilters(t *testing.T) {
-	j := openJournal(t, "", Options{NoSync: true})
+	for _, mode := range lagModes {
+		t.Run(mode.name, func(t *testing.T) { testQueryFilters(t, mode.opts) })
+	}
+}
+
+func testQueryFilters(t *testing.T, opts Options) {
+	j := openJournal(t, "", opts)
 	rows := seedRows(t, j, 1000, rand.New(rand.NewPCG(1, 2)))
 	yes, no := true, false
 	tests := []Query{
@@ -121,9 +154,16 @@ func TestQueryFilters(t *testing.T) {
 
 // TestQueryRandom compares random filter combinations with the oracle.
 func TestQueryRandom(t *testing.T) {
+	for _, mode := range lagModes {
+		t.Run(mode.name, func(t *testing.T) { testQueryRandom(t, mode.opts) })
+	}
+}
+
+func testQueryRandom(t *testing.T, opts Options) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	j := openJournal(t, "", Options{NoSync: true})
+	j := openJournal(t, "", opts)
 	rows := seedRows(t, j, 800, rng)
+	checkLagMode(t, j, len(rows))
 	for i := range 300 {
 		var q Query
 		if rng.IntN(2) == 0 {
@@ -157,7 +197,13 @@ func TestQueryRandom(t *testing.T) {
 }
 
 func TestQueryNewestFirstAndLimit(t *testing.T) {
-	j := openJournal(t, "", Options{NoSync: true})
+	for _, mode := range lagModes {
+		t.Run(mode.name, func(t *testing.T) { testQueryNewestFirstAndLimit(t, mode.opts) })
+	}
+}
+
+func testQueryNewestFirstAndLimit(t *testing.T, opts Options) {
+	j := openJournal(t, "", opts)
 	appendAll(t, j, make([]core.JournalRow, 1200))
 	for _, tt := range []struct{ limit, want int }{{0, DefaultLimit}, {-3, DefaultLimit}, {7, 7}, {5000, MaxLimit}} {
 		got, err := j.Query(Query{Limit: tt.limit})

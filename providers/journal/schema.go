@@ -1,8 +1,10 @@
 package journal
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -19,8 +21,8 @@ import (
 // uvarint length, which makes prefixes unambiguous: the keys of one value
 // are exactly the keys starting with its prefix, whatever bytes it holds.
 var (
-	bucketMeta      = []byte("meta")         // epoch, schema version
-	bucketRows      = []byte("rows")         // be64(entry_id) → JSON storedRow
+	bucketMeta      = []byte("meta")         // epoch, schema version, indexed
+	bucketRows      = []byte("rows")         // be64(entry_id) → encoded storedRow
 	bucketByTS      = []byte("ix.ts")        // tsid → nil
 	bucketPrincipal = []byte("ix.principal") // len|principal|tsid → nil
 	bucketHead      = []byte("ix.head")      // len|head|tsid → nil
@@ -33,24 +35,46 @@ var (
 
 	keyEpoch   = []byte("epoch")
 	keyVersion = []byte("version")
+	// keyIndexed holds be64(entry_id): every row up to it has its index
+	// entries; the rows after it are the unindexed tail (see journal.go).
+	keyIndexed = []byte("indexed")
 )
 
-const schemaVersion = "1"
+// Schema versions.
+//
+// Version 1 stored rows as JSON, kept a seq.journal bucket mapping each
+// journal seq to its entry_id, and wrote every row's index entries in the
+// row's own transaction.
+//
+// Version 2 stores rows in a compact binary form (rows written by version
+// 1 stay JSON and are still read), derives the journal seq from the
+// entry_id (seq = entry_id - 1, which version 1 also guaranteed) instead
+// of mapping it, and may leave the newest rows' index entries for a later
+// transaction, recording in meta "indexed" how far the indexes reach. A
+// version 1 reader would silently miss those rows, so version 1 kernels
+// must refuse version 2 files, which they do. Version 1 files are upgraded
+// in place when opened (see migrate).
+const (
+	schemaVersion   = "2"
+	schemaVersionV1 = "1"
+)
 
-// Durable channels and their seq → entry_id buckets.
+// Durable channels.
 const (
 	ChannelJournal    = "journal"
 	ChannelTranscript = "session.transcript"
 )
 
-var seqBuckets = map[string][]byte{
-	ChannelJournal:    []byte("seq.journal"),
-	ChannelTranscript: []byte("seq.session.transcript"),
-}
+// The journal channel's seq is entry_id - 1, so only session.transcript
+// needs a seq → entry_id map.
+var (
+	bucketSeqTranscript = []byte("seq.session.transcript") // be64(seq) → be64(entry_id)
+	bucketSeqJournalV1  = []byte("seq.journal")            // version 1 only
+)
 
 var allBuckets = [][]byte{
 	bucketMeta, bucketRows, bucketByTS, bucketPrincipal, bucketHead, bucketPrincipalHead, bucketOK,
-	bucketEffect, bucketValRefs, seqBuckets[ChannelJournal], seqBuckets[ChannelTranscript],
+	bucketEffect, bucketValRefs, bucketSeqTranscript,
 }
 
 // maxIndexedValue bounds the bytes of a principal, head or effect that go
@@ -59,6 +83,7 @@ var allBuckets = [][]byte{
 const maxIndexedValue = 1024
 
 // storedRow is a row as kept on disk: the row plus the channel seqs it got.
+// The JSON form is version 1's row encoding, still read.
 type storedRow struct {
 	core.JournalRow
 	InTranscript  bool    `json:"transcript,omitempty"`
@@ -81,19 +106,27 @@ func be64(n uint64) []byte {
 // tsid is the 16-byte suffix of every index key.
 func tsid(ts int64, id uint64) []byte {
 	var b [16]byte
-	binary.BigEndian.PutUint64(b[:8], uint64(ts)^(1<<63))
-	binary.BigEndian.PutUint64(b[8:], id)
+	putTSID(b[:], ts, id)
 	return b[:]
+}
+
+func putTSID(b []byte, ts int64, id uint64) {
+	binary.BigEndian.PutUint64(b[:8], uint64(ts)^(1<<63))
+	binary.BigEndian.PutUint64(b[8:16], id)
 }
 
 func tsidID(k []byte) uint64 { return binary.BigEndian.Uint64(k[8:16]) }
 
 // valuePrefix is the index prefix of one indexed string value.
 func valuePrefix(v string) []byte {
+	return appendValuePrefix(make([]byte, 0, min(len(v), maxIndexedValue)+3), v)
+}
+
+func appendValuePrefix(b []byte, v string) []byte {
 	if len(v) > maxIndexedValue {
 		v = v[:maxIndexedValue]
 	}
-	b := binary.AppendUvarint(make([]byte, 0, len(v)+3), uint64(len(v)))
+	b = binary.AppendUvarint(b, uint64(len(v)))
 	return append(b, v...)
 }
 
@@ -104,70 +137,309 @@ func okPrefix(ok bool) []byte {
 	return []byte{0}
 }
 
-func indexKey(prefix, suffix []byte) []byte {
-	return append(append(make([]byte, 0, len(prefix)+len(suffix)), prefix...), suffix...)
-}
-
 // entry is one key a row writes.
 type entry struct {
 	bucket, key, value []byte
 }
 
-// rowEntries lists every key a row writes: the row itself, its index
-// entries and its seq mappings. The row's entry_id, ts and seqs are
-// already assigned.
-func rowEntries(s *storedRow) ([]entry, error) {
-	data, err := json.Marshal(s)
-	if err != nil {
-		return nil, fmt.Errorf("encode row %d: %w", s.EntryID, err)
-	}
-	suffix := tsid(s.TS, s.EntryID)
-	principal, head := valuePrefix(s.Principal), valuePrefix(s.Head)
-	out := make([]entry, 0, 9+len(s.Effects))
-	out = append(out,
-		entry{bucketRows, be64(s.EntryID), data},
-		entry{bucketByTS, suffix, nil},
-		entry{bucketPrincipal, indexKey(principal, suffix), nil},
-		entry{bucketHead, indexKey(head, suffix), nil},
-		entry{bucketPrincipalHead, indexKey(append(principal[:len(principal):len(principal)], head...), suffix), nil},
-		entry{bucketOK, indexKey(okPrefix(s.OK), suffix), nil},
-		entry{seqBuckets[ChannelJournal], be64(s.JournalSeq), be64(s.EntryID)},
-	)
-	for _, e := range s.Effects {
-		out = append(out, entry{bucketEffect, indexKey(valuePrefix(e), suffix), nil})
-	}
-	if s.TranscriptSeq != nil {
-		out = append(out, entry{seqBuckets[ChannelTranscript], be64(*s.TranscriptSeq), be64(s.EntryID)})
-	}
-	if h, ok := strings.CutPrefix(s.Ref, cas.RefPrefix); ok && cas.ValidHash(h) == nil {
-		out = append(out, entry{bucketValRefs, []byte(h), nil})
-	}
-	return out, nil
-}
+// Row encoding, version 2. A version 1 row is a JSON object, so its first
+// byte is '{'; a version 2 row starts with rowFormat:
+//
+//	rowFormat
+//	uvarint entry_id
+//	varint  ts
+//	byte    flags: 1 ok, 2 transcript (a uvarint transcript seq follows)
+//	[uvarint transcript seq]
+//	body
+//
+// The body holds what the caller wrote, so Append encodes it before the
+// row is queued and the writer only adds the head:
+//
+//	string session, principal, kind, head, source
+//	uvarint count, then that many strings: effects
+//	varint exit
+//	string ref
+//	varint duration_ns
+//
+// A string is its uvarint length and its bytes.
+const rowFormat = 0x02
 
-// Page fill on split. bbolt splits at half a page by default, which suits
-// random inserts; the journal's inserts are appends, either to a whole
-// bucket (rows, the ts index, seq maps) or to the end of one indexed
-// value's range (new rows have the newest tsid), so fuller pages cost
-// nothing later and make the file about half as large.
-var (
-	appendOnly    = [][]byte{bucketRows, bucketByTS, seqBuckets[ChannelJournal], seqBuckets[ChannelTranscript]}
-	appendByValue = [][]byte{bucketPrincipal, bucketHead, bucketPrincipalHead, bucketOK, bucketEffect}
+const (
+	flagOK         = 1
+	flagTranscript = 2
 )
 
-// putRow writes one row with its index entries and seq mappings.
-func putRow(tx *bolt.Tx, s *storedRow) error {
-	entries, err := rowEntries(s)
-	if err != nil {
-		return err
+// encodeBody encodes the caller's part of a row.
+func encodeBody(r *core.JournalRow) []byte {
+	n := 6*binary.MaxVarintLen32 + 3*binary.MaxVarintLen64 +
+		len(r.Session) + len(r.Principal) + len(r.Kind) + len(r.Head) + len(r.Source) + len(r.Ref)
+	for _, e := range r.Effects {
+		n += binary.MaxVarintLen32 + len(e)
 	}
-	for _, e := range entries {
+	b := make([]byte, 0, n)
+	b = appendString(b, r.Session)
+	b = appendString(b, r.Principal)
+	b = appendString(b, r.Kind)
+	b = appendString(b, r.Head)
+	b = appendString(b, r.Source)
+	b = binary.AppendUvarint(b, uint64(len(r.Effects)))
+	for _, e := range r.Effects {
+		b = appendString(b, e)
+	}
+	b = binary.AppendVarint(b, int64(r.Exit))
+	b = appendString(b, r.Ref)
+	return binary.AppendVarint(b, r.DurationNS)
+}
+
+func appendString(b []byte, s string) []byte {
+	return append(binary.AppendUvarint(b, uint64(len(s))), s...)
+}
+
+// rowHeadMax bounds the head appendRowHead writes.
+const rowHeadMax = 2 + 3*binary.MaxVarintLen64
+
+// appendRowHead writes the head of a version 2 row, for the body that
+// follows it.
+func appendRowHead(b []byte, s *storedRow) []byte {
+	b = append(b, rowFormat)
+	b = binary.AppendUvarint(b, s.EntryID)
+	b = binary.AppendVarint(b, s.TS)
+	var flags byte
+	if s.OK {
+		flags |= flagOK
+	}
+	if s.TranscriptSeq != nil {
+		flags |= flagTranscript
+	}
+	b = append(b, flags)
+	if s.TranscriptSeq != nil {
+		b = binary.AppendUvarint(b, *s.TranscriptSeq)
+	}
+	return b
+}
+
+// encodeRow is the whole version 2 encoding of a row.
+func encodeRow(s *storedRow) []byte {
+	body := encodeBody(&s.JournalRow)
+	return append(appendRowHead(make([]byte, 0, rowHeadMax+len(body)), s), body...)
+}
+
+var errRowEncoding = errors.New("malformed row")
+
+// unmarshalRow decodes a stored row of either version.
+func unmarshalRow(data []byte) (*storedRow, error) {
+	var s storedRow
+	if len(data) > 0 && data[0] == '{' {
+		if err := json.Unmarshal(data, &s); err != nil {
+			return nil, err
+		}
+		return &s, nil
+	}
+	if len(data) == 0 || data[0] != rowFormat {
+		return nil, fmt.Errorf("%w: unknown encoding", errRowEncoding)
+	}
+	d := rowDecoder{data: data[1:]}
+	s.EntryID = d.uvarint()
+	s.TS = d.varint()
+	flags := d.byte()
+	if flags&flagTranscript != 0 {
+		seq := d.uvarint()
+		s.TranscriptSeq = &seq
+		s.InTranscript = true
+	}
+	s.OK = flags&flagOK != 0
+	// One allocation holds every string of the row.
+	d.str = string(d.data[d.off:])
+	d.base = d.off
+	s.Session = d.string()
+	s.Principal = d.string()
+	s.Kind = d.string()
+	s.Head = d.string()
+	s.Source = d.string()
+	n := d.uvarint()
+	if n > uint64(len(d.data)) {
+		return nil, fmt.Errorf("%w: %d effects", errRowEncoding, n)
+	}
+	s.Effects = make([]string, n)
+	for i := range s.Effects {
+		s.Effects[i] = d.string()
+	}
+	s.Exit = int(d.varint())
+	s.Ref = d.string()
+	s.DurationNS = d.varint()
+	if d.err != nil {
+		return nil, d.err
+	}
+	if d.off != len(d.data) {
+		return nil, fmt.Errorf("%w: %d bytes after the row", errRowEncoding, len(d.data)-d.off)
+	}
+	if s.EntryID == 0 {
+		return nil, fmt.Errorf("%w: entry_id 0", errRowEncoding)
+	}
+	s.JournalSeq = s.EntryID - 1
+	return &s, nil
+}
+
+// rowDecoder reads a version 2 row; the first error sticks.
+type rowDecoder struct {
+	data []byte
+	off  int
+	err  error
+	// str is data[base:] as one string; strings are cut from it.
+	str  string
+	base int
+}
+
+func (d *rowDecoder) fail(what string) {
+	if d.err == nil {
+		d.err = fmt.Errorf("%w: bad %s at byte %d", errRowEncoding, what, d.off+1)
+	}
+	d.off = len(d.data)
+}
+
+func (d *rowDecoder) uvarint() uint64 {
+	v, n := binary.Uvarint(d.data[d.off:])
+	if n <= 0 {
+		d.fail("number")
+		return 0
+	}
+	d.off += n
+	return v
+}
+
+func (d *rowDecoder) varint() int64 {
+	v, n := binary.Varint(d.data[d.off:])
+	if n <= 0 {
+		d.fail("number")
+		return 0
+	}
+	d.off += n
+	return v
+}
+
+func (d *rowDecoder) byte() byte {
+	if d.off >= len(d.data) {
+		d.fail("flags")
+		return 0
+	}
+	d.off++
+	return d.data[d.off-1]
+}
+
+func (d *rowDecoder) string() string {
+	n := d.uvarint()
+	if d.err != nil {
+		return ""
+	}
+	if n > uint64(len(d.data)-d.off) {
+		d.fail("string length")
+		return ""
+	}
+	start := d.off - d.base
+	d.off += int(n)
+	return d.str[start : start+int(n)]
+}
+
+// rowEntries lists the keys a row writes in its own transaction: the row,
+// its transcript seq mapping and its content-store reference. value is
+// the encoded row.
+func rowEntries(s *storedRow, value []byte, out []entry) []entry {
+	out = append(out, entry{bucketRows, be64(s.EntryID), value})
+	if s.TranscriptSeq != nil {
+		out = append(out, entry{bucketSeqTranscript, be64(*s.TranscriptSeq), be64(s.EntryID)})
+	}
+	if h, ok := strings.CutPrefix(s.Ref, cas.RefPrefix); ok && cas.ValidHash(h) == nil {
+		// Written with the row, never later: the content store's collector
+		// must see every reference an acknowledged row holds.
+		out = append(out, entry{bucketValRefs, []byte(h), nil})
+	}
+	return out
+}
+
+// indexKeys calls fn with each index key of a row, built in buf (which it
+// returns for reuse): fn must not keep the key. Index entries may be
+// written in a later transaction than the row (see journal.go); putting
+// one twice is harmless.
+func indexKeys(s *storedRow, buf []byte, fn func(bucket, key []byte) error) ([]byte, error) {
+	var suffix [16]byte
+	putTSID(suffix[:], s.TS, s.EntryID)
+	put := func(bucket []byte, b []byte) error {
+		buf = append(b, suffix[:]...)
+		return fn(bucket, buf)
+	}
+	if err := put(bucketByTS, buf[:0]); err != nil {
+		return buf, err
+	}
+	if err := put(bucketPrincipal, appendValuePrefix(buf[:0], s.Principal)); err != nil {
+		return buf, err
+	}
+	if err := put(bucketHead, appendValuePrefix(buf[:0], s.Head)); err != nil {
+		return buf, err
+	}
+	if err := put(bucketPrincipalHead, appendValuePrefix(appendValuePrefix(buf[:0], s.Principal), s.Head)); err != nil {
+		return buf, err
+	}
+	if err := put(bucketOK, append(buf[:0], okPrefix(s.OK)...)); err != nil {
+		return buf, err
+	}
+	for _, e := range s.Effects {
+		if err := put(bucketEffect, appendValuePrefix(buf[:0], e)); err != nil {
+			return buf, err
+		}
+	}
+	return buf, nil
+}
+
+// indexEntries lists a row's index entries.
+func indexEntries(s *storedRow, out []entry) []entry {
+	indexKeys(s, nil, func(bucket, key []byte) error {
+		out = append(out, entry{bucket, bytes.Clone(key), nil})
+		return nil
+	})
+	return out
+}
+
+// putIndexes writes the index entries of rows in tx.
+func putIndexes(tx *bolt.Tx, rows []*storedRow) error {
+	buckets := map[string]*bolt.Bucket{}
+	put := func(name, key []byte) error {
+		b := buckets[string(name)]
+		if b == nil {
+			b = tx.Bucket(name)
+			buckets[string(name)] = b
+		}
+		// bbolt copies the key; the value is empty.
+		return b.Put(key, nil)
+	}
+	var buf []byte
+	var err error
+	for _, s := range rows {
+		if buf, err = indexKeys(s, buf, put); err != nil {
+			return fmt.Errorf("index row %d: %w", s.EntryID, err)
+		}
+	}
+	return nil
+}
+
+// putRow writes one row with its index entries in tx.
+func putRow(tx *bolt.Tx, s *storedRow) error {
+	for _, e := range indexEntries(s, rowEntries(s, encodeRow(s), nil)) {
 		if err := tx.Bucket(e.bucket).Put(e.key, e.value); err != nil {
 			return fmt.Errorf("row %d: put %s: %w", s.EntryID, e.bucket, err)
 		}
 	}
 	return nil
 }
+
+// Page fill on split. bbolt splits at half a page by default, which suits
+// random inserts; the journal's inserts are appends, either to a whole
+// bucket (rows, the ts index, the seq map) or to the end of one indexed
+// value's range (new rows have the newest tsid), so fuller pages cost
+// nothing later and make the file about half as large.
+var (
+	appendOnly    = [][]byte{bucketRows, bucketByTS, bucketSeqTranscript}
+	appendByValue = [][]byte{bucketPrincipal, bucketHead, bucketPrincipalHead, bucketOK, bucketEffect}
+)
 
 // setFill sets the buckets' page fill for one write transaction (bbolt
 // does not keep it across transactions).
@@ -180,9 +452,26 @@ func setFill(tx *bolt.Tx) {
 	}
 }
 
-// nextSeq is the next seq of a channel: one past the last mapped seq.
+// lastRowID is the newest entry_id, 0 when there is no row.
+func lastRowID(tx *bolt.Tx) uint64 {
+	return tx.Bucket(bucketRows).Sequence()
+}
+
+// indexedThrough is the entry_id up to which rows have index entries.
+func indexedThrough(tx *bolt.Tx) uint64 {
+	v := tx.Bucket(bucketMeta).Get(keyIndexed)
+	if len(v) != 8 {
+		return 0
+	}
+	return binary.BigEndian.Uint64(v)
+}
+
+// nextSeq is the next seq of a channel.
 func nextSeq(tx *bolt.Tx, channel string) uint64 {
-	k, _ := tx.Bucket(seqBuckets[channel]).Cursor().Last()
+	if channel == ChannelJournal {
+		return lastRowID(tx)
+	}
+	k, _ := tx.Bucket(bucketSeqTranscript).Cursor().Last()
 	if k == nil {
 		return 0
 	}
