@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 
@@ -66,62 +67,98 @@ func (s signature) matches(d api.FunctionDefinition) bool {
 
 // functionExports lists the names of a module's function exports by
 // reading its export section, without compiling it: a module that is not
-// a Shoal reactor is refused before paying for compilation (about a
-// second). ok is false when the binary cannot be read this way; compiling
-// it then reports the problem.
+// a Shoal reactor is refused before paying for compilation. ok is false
+// when the binary cannot be read this way; compiling it then reports the
+// problem.
 func functionExports(bin []byte) (names map[string]bool, ok bool) {
-	if len(bin) < 8 || string(bin[:4]) != "\x00asm" {
+	return exportNames(bytes.NewReader(bin), int64(len(bin)))
+}
+
+// exportNames is functionExports on a module of size bytes read through
+// r. It reads the section headers and the export section only: the
+// export section precedes the code and data, so for a module of megabytes
+// this reads a few kilobytes (the kernel checks it before it returns from
+// Start, and reads the whole module in the background).
+func exportNames(r io.ReaderAt, size int64) (names map[string]bool, ok bool) {
+	var head [8]byte
+	if size < 8 {
 		return nil, false
 	}
-	i := 8
-	uleb := func() (uint32, bool) {
-		var v uint32
-		for shift := 0; shift < 35 && i < len(bin); shift += 7 {
-			b := bin[i]
-			i++
-			v |= uint32(b&0x7f) << shift
-			if b < 0x80 {
-				return v, true
-			}
-		}
-		return 0, false
+	if _, err := r.ReadAt(head[:], 0); err != nil || string(head[:4]) != "\x00asm" {
+		return nil, false
 	}
-	for i < len(bin) {
-		id := bin[i]
-		i++
-		size, ok := uleb()
-		if !ok || uint64(i)+uint64(size) > uint64(len(bin)) {
+	for off := int64(8); off < size; {
+		var hdr [6]byte // id, and a section size of at most 5 bytes
+		n, _ := r.ReadAt(hdr[:], off)
+		if n < 2 {
 			return nil, false
 		}
-		end := i + int(size)
-		if id != 7 { // not the export section
-			i = end
-			continue
-		}
-		n, ok := uleb()
+		secSize, l, ok := uleb32(hdr[1:n])
 		if !ok {
 			return nil, false
 		}
-		names = map[string]bool{}
-		for ; n > 0; n-- {
-			l, ok := uleb()
-			if !ok || i+int(l)+1 > end {
-				return nil, false
-			}
-			name := string(bin[i : i+int(l)])
-			i += int(l)
-			kind := bin[i]
-			i++
-			if _, ok := uleb(); !ok {
-				return nil, false
-			}
-			if kind == 0 {
-				names[name] = true
-			}
+		body := off + 1 + int64(l)
+		end := body + int64(secSize)
+		if end > size {
+			return nil, false
 		}
-		return names, true
+		if hdr[0] != 7 { // not the export section
+			off = end
+			continue
+		}
+		sec := make([]byte, secSize)
+		if _, err := r.ReadAt(sec, body); err != nil {
+			return nil, false
+		}
+		return parseExports(sec)
 	}
 	return map[string]bool{}, true
+}
+
+// uleb32 decodes an unsigned LEB128 number at the start of b and returns
+// it with the number of bytes it took.
+func uleb32(b []byte) (v uint32, n int, ok bool) {
+	for shift := 0; shift < 35 && n < len(b); shift += 7 {
+		c := b[n]
+		n++
+		v |= uint32(c&0x7f) << shift
+		if c < 0x80 {
+			return v, n, true
+		}
+	}
+	return 0, 0, false
+}
+
+// parseExports reads the function names of an export section's body.
+func parseExports(sec []byte) (names map[string]bool, ok bool) {
+	i := 0
+	next := func() (uint32, bool) {
+		v, n, ok := uleb32(sec[i:])
+		i += n
+		return v, ok
+	}
+	count, ok := next()
+	if !ok {
+		return nil, false
+	}
+	names = map[string]bool{}
+	for ; count > 0; count-- {
+		l, ok := next()
+		if !ok || uint64(i)+uint64(l)+1 > uint64(len(sec)) {
+			return nil, false
+		}
+		name := string(sec[i : i+int(l)])
+		i += int(l)
+		kind := sec[i]
+		i++
+		if _, ok := next(); !ok {
+			return nil, false
+		}
+		if kind == 0 {
+			names[name] = true
+		}
+	}
+	return names, true
 }
 
 // checkShape refuses, from its export names alone, a module that is not

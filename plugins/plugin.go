@@ -43,10 +43,6 @@ type plugin struct {
 	granted Capabilities
 	denied  Capabilities
 
-	// bin is the module, read and shape-checked at start; the load drops
-	// it once compiled.
-	bin []byte
-
 	// ready is closed when the load has finished, either way; loadErr,
 	// loadTook and everything below it are written before that and only
 	// read after it.
@@ -91,10 +87,13 @@ func newPlugin(dir string, man *Manifest, grant core.PluginGrant, log *slog.Logg
 	if err != nil {
 		return nil, err
 	}
-	if p.bin, err = readModule(filepath.Join(dir, man.Module)); err != nil {
+	f, size, err := openModule(p.modulePath())
+	if err != nil {
 		return nil, err
 	}
-	if exports, ok := functionExports(p.bin); ok {
+	exports, ok := exportNames(f, size)
+	f.Close()
+	if ok {
 		if err := checkShape(exports, man.Kind); err != nil {
 			return nil, fmt.Errorf("%s: %w", man.Module, err)
 		}
@@ -102,13 +101,17 @@ func newPlugin(dir string, man *Manifest, grant core.PluginGrant, log *slog.Logg
 	return p, nil
 }
 
+func (p *plugin) modulePath() string { return filepath.Join(p.dir, p.man.Module) }
+
 // load compiles the module (through the cache), checks what compiling
 // reveals (signatures, imports, memory), starts one instance and asks the
 // module to describe itself. It runs in the background; finish publishes
 // the outcome.
 func (p *plugin) load(ctx context.Context, cache wazero.CompilationCache) (err error) {
-	bin := p.bin
-	p.bin = nil
+	bin, err := readModule(p.modulePath())
+	if err != nil {
+		return err
+	}
 	rcfg := wazero.NewRuntimeConfig().
 		WithMemoryLimitPages(uint32(p.limits.MemoryMB) * 16). // 64 KiB pages
 		WithCloseOnContextDone(true)
@@ -200,20 +203,31 @@ func (p *plugin) wait(ctx context.Context) error {
 	return nil
 }
 
-func readModule(path string) ([]byte, error) {
+// openModule opens the module file and checks its size.
+func openModule(path string) (*os.File, int64, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("module: %w (build it beside the manifest, e.g. with make examples)", err)
+		return nil, 0, fmt.Errorf("module: %w (build it beside the manifest, e.g. with make examples)", err)
 	}
-	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return nil, fmt.Errorf("module: %w", err)
+		f.Close()
+		return nil, 0, fmt.Errorf("module: %w", err)
 	}
 	if fi.Size() > maxModule {
-		return nil, fmt.Errorf("module %s is %d MiB, above the %d MiB the kernel loads", path, fi.Size()>>20, maxModule>>20)
+		f.Close()
+		return nil, 0, fmt.Errorf("module %s is %d MiB, above the %d MiB the kernel loads", path, fi.Size()>>20, maxModule>>20)
 	}
-	bin := make([]byte, fi.Size())
+	return f, fi.Size(), nil
+}
+
+func readModule(path string) ([]byte, error) {
+	f, size, err := openModule(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	bin := make([]byte, size)
 	if _, err := f.ReadAt(bin, 0); err != nil {
 		return nil, fmt.Errorf("module: %w", err)
 	}
