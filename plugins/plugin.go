@@ -198,7 +198,8 @@ func (p *plugin) wait(ctx context.Context) error {
 		return rpc.Errorf(rpc.Unavailable, "plugin %s is closed: the kernel is stopping", p.name)
 	}
 	if p.loadErr != nil {
-		return p.loadErr
+		e := *p.loadErr // each caller gets its own
+		return &e
 	}
 	return nil
 }

@@ -1,9 +1,0 @@
-//go:build !linux
-
-package cas
-
-import "os"
-
-// startWriteback is a no-op where sync_file_range does not exist; the final
-// fsync does all the work.
-func startWriteback(f *os.File, off, n int64) {}
