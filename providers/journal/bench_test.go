@@ -1,7 +1,6 @@
 package journal
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -91,10 +89,9 @@ func benchAppend(b *testing.B, callers int, opts Options) float64 {
 	return rate
 }
 
-// buildJournal writes n synthetic rows in large unsynced transactions,
-// each batch's keys sorted per bucket so the load costs what the data is
-// and not the B+tree shuffling. It looks like a long-lived kernel's
-// journal: 50 principals, 40 heads, 80% ok, a few effects per row.
+// buildJournal writes n synthetic rows in large unsynced transactions. It
+// looks like a long-lived kernel's journal: 50 principals, 40 heads, 80%
+// ok, a few effects per row.
 func buildJournal(b *testing.B, path string, n int) {
 	db, err := bolt.Open(path, 0o600, &bolt.Options{NoSync: true, NoGrowSync: true, NoFreelistSync: true})
 	if err != nil {
@@ -109,7 +106,8 @@ func buildJournal(b *testing.B, path string, n int) {
 	const batch = 50_000
 	id := uint64(0)
 	for start := 0; start < n; start += batch {
-		byBucket := map[string][]entry{}
+		var rows []*storedRow
+		var entries []entry
 		for range min(n-start, batch) {
 			id++
 			ts += int64(rng.IntN(2_000_000_000))
@@ -126,20 +124,18 @@ func buildJournal(b *testing.B, path string, n int) {
 				Source:    "some command --with flags | and a pipe",
 				Effects:   eff, OK: rng.IntN(5) != 0, Ref: fmt.Sprintf("out:%d", id),
 			}, JournalSeq: id - 1}
-			for _, e := range indexEntries(&s, rowEntries(&s, encodeRow(&s), nil)) {
-				byBucket[string(e.bucket)] = append(byBucket[string(e.bucket)], e)
-			}
+			rows = append(rows, &s)
+			entries = rowEntries(&s, encodeRow(&s), entries)
 		}
 		err := db.Update(func(tx *bolt.Tx) error {
 			setFill(tx)
-			for name, entries := range byBucket {
-				slices.SortFunc(entries, func(x, y entry) int { return bytes.Compare(x.key, y.key) })
-				bk := tx.Bucket([]byte(name))
-				for _, e := range entries {
-					if err := bk.Put(e.key, e.value); err != nil {
-						return err
-					}
+			for _, e := range entries {
+				if err := tx.Bucket(e.bucket).Put(e.key, e.value); err != nil {
+					return err
 				}
+			}
+			if err := putIndexes(tx, rows); err != nil {
+				return err
 			}
 			if err := tx.Bucket(bucketMeta).Put(keyIndexed, be64(id)); err != nil {
 				return err

@@ -75,6 +75,10 @@ func (j *Journal) Query(q Query) ([]core.JournalRow, error) {
 	}
 	out := make([]core.JournalRow, 0, min(limit, 64))
 	err := j.db.View(func(tx *bolt.Tx) error {
+		var walkErr error
+		newPrefixWalk := func(b *bolt.Bucket, prefix []byte) *prefixWalk {
+			return &prefixWalk{c: b.Cursor(), prefix: prefix, buf: make([]byte, 0, len(prefix)+tsidLen), err: &walkErr}
+		}
 		var walks []walk
 		switch {
 		case q.Principal != "" && q.Head != "":
@@ -118,7 +122,7 @@ func (j *Journal) Query(q Query) ([]core.JournalRow, error) {
 		for len(out) < limit {
 			key, ok := leapfrog(walks, target, lower)
 			if !ok {
-				return nil
+				return walkErr
 			}
 			id := tsidID(key)
 			s, err := decodeRow(rows, id)
@@ -256,30 +260,34 @@ type walk interface {
 	seekLE(k []byte) ([]byte, bool)
 }
 
-// prefixWalk walks the keys of one indexed value.
+// prefixWalk walks the index blocks of one indexed value (see index.go).
 type prefixWalk struct {
 	c      *bolt.Cursor
 	prefix []byte
 	buf    []byte
+	err    *error // where a malformed block is reported
 }
 
-func newPrefixWalk(b *bolt.Bucket, prefix []byte) *prefixWalk {
-	return &prefixWalk{c: b.Cursor(), prefix: prefix, buf: make([]byte, 0, len(prefix)+16)}
-}
-
-func (w *prefixWalk) seekLE(k []byte) ([]byte, bool) {
-	w.buf = append(append(w.buf[:0], w.prefix...), k...)
-	key, _ := w.c.Seek(w.buf)
-	switch {
-	case key == nil:
-		key, _ = w.c.Last()
-	case !bytes.Equal(key, w.buf):
-		key, _ = w.c.Prev()
+func (w *prefixWalk) seekLE(t []byte) ([]byte, bool) {
+	w.buf = append(append(w.buf[:0], w.prefix...), t...)
+	k, v := w.c.Seek(w.buf)
+	if k != nil && bytes.Equal(k, w.buf) {
+		return k[len(w.prefix):], true
 	}
-	if key == nil || len(key) != len(w.prefix)+16 || !bytes.HasPrefix(key, w.prefix) {
+	if k == nil {
+		k, v = w.c.Last()
+	} else {
+		k, v = w.c.Prev()
+	}
+	if !isBlockKey(k, w.prefix) {
 		return nil, false
 	}
-	return key[len(w.prefix):], true
+	got, err := blockSeekLE(k, v, t)
+	if err != nil {
+		*w.err = err
+		return nil, false
+	}
+	return got, true
 }
 
 // unionWalk matches when any of its walks does (effects any-of).

@@ -82,7 +82,13 @@ func ids(rows []core.JournalRow) []uint64 {
 func checkLagMode(t *testing.T, j *Journal, n int) {
 	t.Helper()
 	var indexed uint64
-	j.db.View(func(tx *bolt.Tx) error { indexed = indexedThrough(tx); return nil })
+	j.db.View(func(tx *bolt.Tx) error {
+		indexed = indexedThrough(tx)
+		if err := checkIndexes(tx, int(indexed)); err != nil {
+			t.Fatal(err)
+		}
+		return nil
+	})
 	switch {
 	case j.opts.indexLag > n && indexed != 0:
 		t.Fatalf("tail mode: %d rows indexed", indexed)

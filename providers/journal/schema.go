@@ -1,7 +1,6 @@
 package journal
 
 import (
-	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -14,23 +13,26 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// The file layout. Every bucket is top level. Index keys end in a 16-byte
-// "tsid" (big-endian ts with the sign bit flipped, then big-endian
-// entry_id), so within one indexed value keys sort by time then id and a
-// reverse walk is newest first. The indexed value is prefixed with its
-// uvarint length, which makes prefixes unambiguous: the keys of one value
-// are exactly the keys starting with its prefix, whatever bytes it holds.
+// The file layout. Every bucket is top level. Rows are identified in the
+// indexes by a 16-byte "tsid" (big-endian ts with the sign bit flipped,
+// then big-endian entry_id), so they sort by time then id and a reverse
+// walk is newest first. An index holds, per indexed value, blocks of
+// tsids: the key is the value's prefix and the block's first tsid, the
+// value the block's other tsids, ascending (see index.go). The indexed
+// value is prefixed with its uvarint length, which makes prefixes
+// unambiguous: the keys of one value are exactly the keys starting with
+// its prefix, whatever bytes it holds.
 var (
 	bucketMeta      = []byte("meta")         // epoch, schema version, indexed
 	bucketRows      = []byte("rows")         // be64(entry_id) → encoded storedRow
-	bucketByTS      = []byte("ix.ts")        // tsid → nil
-	bucketPrincipal = []byte("ix.principal") // len|principal|tsid → nil
-	bucketHead      = []byte("ix.head")      // len|head|tsid → nil
+	bucketByTS      = []byte("ix.ts")        // tsid → tsids
+	bucketPrincipal = []byte("ix.principal") // len|principal|tsid → tsids
+	bucketHead      = []byte("ix.head")      // len|head|tsid → tsids
 	// principal and head together: the common "what did this agent run"
 	// query walks only matching rows, however rare the pair is.
-	bucketPrincipalHead = []byte("ix.principal_head") // len|principal|len|head|tsid → nil
-	bucketOK            = []byte("ix.ok")             // 0|1, tsid → nil
-	bucketEffect        = []byte("ix.effect")         // len|effect|tsid → nil, one key per effect
+	bucketPrincipalHead = []byte("ix.principal_head") // len|principal|len|head|tsid → tsids
+	bucketOK            = []byte("ix.ok")             // 0|1, tsid → tsids
+	bucketEffect        = []byte("ix.effect")         // len|effect|tsid → tsids, per effect
 	bucketValRefs       = []byte("valrefs")           // blob hash → nil, for content-store GC
 
 	keyEpoch   = []byte("epoch")
@@ -49,11 +51,13 @@ var (
 // Version 2 stores rows in a compact binary form (rows written by version
 // 1 stay JSON and are still read), derives the journal seq from the
 // entry_id (seq = entry_id - 1, which version 1 also guaranteed) instead
-// of mapping it, and may leave the newest rows' index entries for a later
+// of mapping it, keeps index entries in blocks of many tsids under one
+// key (a version 1 entry, a key with an empty value, reads as a block of
+// one), and may leave the newest rows' index entries for a later
 // transaction, recording in meta "indexed" how far the indexes reach. A
-// version 1 reader would silently miss those rows, so version 1 kernels
-// must refuse version 2 files, which they do. Version 1 files are upgraded
-// in place when opened (see migrate).
+// version 1 reader would misread the blocks and silently miss those rows,
+// so version 1 kernels must refuse version 2 files, which they do.
+// Version 1 files are upgraded in place when opened (see migrate).
 const (
 	schemaVersion   = "2"
 	schemaVersionV1 = "1"
@@ -356,79 +360,32 @@ func rowEntries(s *storedRow, value []byte, out []entry) []entry {
 	return out
 }
 
-// indexKeys calls fn with each index key of a row, built in buf (which it
-// returns for reuse): fn must not keep the key. Index entries may be
-// written in a later transaction than the row (see journal.go); putting
-// one twice is harmless.
-func indexKeys(s *storedRow, buf []byte, fn func(bucket, key []byte) error) ([]byte, error) {
-	var suffix [16]byte
-	putTSID(suffix[:], s.TS, s.EntryID)
-	put := func(bucket []byte, b []byte) error {
-		buf = append(b, suffix[:]...)
-		return fn(bucket, buf)
-	}
-	if err := put(bucketByTS, buf[:0]); err != nil {
-		return buf, err
-	}
-	if err := put(bucketPrincipal, appendValuePrefix(buf[:0], s.Principal)); err != nil {
-		return buf, err
-	}
-	if err := put(bucketHead, appendValuePrefix(buf[:0], s.Head)); err != nil {
-		return buf, err
-	}
-	if err := put(bucketPrincipalHead, appendValuePrefix(appendValuePrefix(buf[:0], s.Principal), s.Head)); err != nil {
-		return buf, err
-	}
-	if err := put(bucketOK, append(buf[:0], okPrefix(s.OK)...)); err != nil {
-		return buf, err
-	}
+// indexPrefixes calls fn with each index bucket a row belongs in and the
+// prefix of its value there (empty for the ts index).
+func indexPrefixes(s *storedRow, buf []byte, fn func(bucket, prefix []byte)) []byte {
+	fn(bucketByTS, nil)
+	buf = appendValuePrefix(buf[:0], s.Principal)
+	fn(bucketPrincipal, buf)
+	buf = appendValuePrefix(buf[:0], s.Head)
+	fn(bucketHead, buf)
+	buf = appendValuePrefix(appendValuePrefix(buf[:0], s.Principal), s.Head)
+	fn(bucketPrincipalHead, buf)
+	fn(bucketOK, okPrefix(s.OK))
 	for _, e := range s.Effects {
-		if err := put(bucketEffect, appendValuePrefix(buf[:0], e)); err != nil {
-			return buf, err
-		}
+		buf = appendValuePrefix(buf[:0], e)
+		fn(bucketEffect, buf)
 	}
-	return buf, nil
-}
-
-// indexEntries lists a row's index entries.
-func indexEntries(s *storedRow, out []entry) []entry {
-	indexKeys(s, nil, func(bucket, key []byte) error {
-		out = append(out, entry{bucket, bytes.Clone(key), nil})
-		return nil
-	})
-	return out
-}
-
-// putIndexes writes the index entries of rows in tx.
-func putIndexes(tx *bolt.Tx, rows []*storedRow) error {
-	buckets := map[string]*bolt.Bucket{}
-	put := func(name, key []byte) error {
-		b := buckets[string(name)]
-		if b == nil {
-			b = tx.Bucket(name)
-			buckets[string(name)] = b
-		}
-		// bbolt copies the key; the value is empty.
-		return b.Put(key, nil)
-	}
-	var buf []byte
-	var err error
-	for _, s := range rows {
-		if buf, err = indexKeys(s, buf, put); err != nil {
-			return fmt.Errorf("index row %d: %w", s.EntryID, err)
-		}
-	}
-	return nil
+	return buf
 }
 
 // putRow writes one row with its index entries in tx.
 func putRow(tx *bolt.Tx, s *storedRow) error {
-	for _, e := range indexEntries(s, rowEntries(s, encodeRow(s), nil)) {
+	for _, e := range rowEntries(s, encodeRow(s), nil) {
 		if err := tx.Bucket(e.bucket).Put(e.key, e.value); err != nil {
 			return fmt.Errorf("row %d: put %s: %w", s.EntryID, e.bucket, err)
 		}
 	}
-	return nil
+	return putIndexes(tx, []*storedRow{s})
 }
 
 // Page fill on split. bbolt splits at half a page by default, which suits

@@ -144,10 +144,15 @@ func writeV1(t *testing.T, path string, rows []core.JournalRow) {
 			}
 			tx.Bucket(bucketRows).Put(be64(id), data)
 			tx.Bucket(bucketSeqJournalV1).Put(be64(s.JournalSeq), be64(id))
-			for _, e := range indexEntries(&s, nil) {
-				if err := tx.Bucket(e.bucket).Put(e.key, e.value); err != nil {
-					return err
+			// One key per row and index, with an empty value.
+			var err2 error
+			indexPrefixes(&s, nil, func(bucket, prefix []byte) {
+				if err := tx.Bucket(bucket).Put(append(bytes.Clone(prefix), tsid(s.TS, s.EntryID)...), nil); err != nil {
+					err2 = err
 				}
+			})
+			if err2 != nil {
+				return err2
 			}
 		}
 		return nil
@@ -279,4 +284,48 @@ func TestOpenRefusesNewerVersion(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), `schema version "3"`) {
 		t.Fatalf("open of a version 3 file: %v", err)
 	}
+}
+
+// checkIndex verifies the blocks of one index bucket (ascending and
+// disjoint per value) and returns how many tsids it holds.
+func checkIndex(b *bolt.Bucket) (int, error) {
+	var n int
+	var prevPrefix, prevLast []byte
+	err := b.ForEach(func(k, v []byte) error {
+		if len(k) < tsidLen || len(v)%tsidLen != 0 {
+			return fmt.Errorf("block %x: key or value of the wrong size", k)
+		}
+		prefix, first := k[:len(k)-tsidLen], k[len(k)-tsidLen:]
+		if bytes.Equal(prefix, prevPrefix) && bytes.Compare(first, prevLast) <= 0 {
+			return fmt.Errorf("block %x overlaps the one before", k)
+		}
+		last := first
+		for i := 0; i < len(v); i += tsidLen {
+			if bytes.Compare(v[i:i+tsidLen], last) <= 0 {
+				return fmt.Errorf("block %x is not ascending", k)
+			}
+			last = v[i : i+tsidLen]
+		}
+		prevPrefix, prevLast = bytes.Clone(prefix), bytes.Clone(last)
+		n += 1 + len(v)/tsidLen
+		return nil
+	})
+	return n, err
+}
+
+// checkIndexes verifies every index bucket and that the ts index holds
+// rows tsids.
+func checkIndexes(tx *bolt.Tx, rows int) error {
+	for _, name := range [][]byte{bucketByTS, bucketPrincipal, bucketHead, bucketPrincipalHead, bucketOK, bucketEffect} {
+		n, err := checkIndex(tx.Bucket(name))
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		switch {
+		case string(name) == string(bucketEffect):
+		case n != rows:
+			return fmt.Errorf("%s holds %d tsids for %d rows", name, n, rows)
+		}
+	}
+	return nil
 }
