@@ -101,13 +101,18 @@ func (p *Provider) Provision(h *core.Host) error {
 // Store is the content store (nil before Provision).
 func (p *Provider) Store() *cas.Store { return p.store }
 
-// Close stops the collector.
+// Close stops the collector and flushes the store's pending puts (the
+// kernel closes providers in reverse order, so this one, provisioned
+// first, closes last). The store keeps working: later puts sync inline.
 func (p *Provider) Close() error {
 	if p.stop == nil {
 		return nil
 	}
 	p.stopOnce.Do(func() { close(p.stop) })
 	<-p.done
+	if err := p.store.Close(); err != nil {
+		return fmt.Errorf("val: flush the content store: %w", err)
+	}
 	return nil
 }
 
@@ -278,6 +283,11 @@ func (p *Provider) blobPut(ctx context.Context, c *core.Caller, params json.RawM
 	hash, err := p.store.Put(data)
 	if err != nil {
 		return nil, err
+	}
+	// The reply hands out the ref, which the caller may record anywhere:
+	// the blob must be durable first.
+	if err := p.store.Flush(); err != nil {
+		return nil, fmt.Errorf("blob.put: %w", err)
 	}
 	return BlobPutResult{Ref: cas.Ref(hash), Hash: hash, Size: int64(len(data))}, nil
 }

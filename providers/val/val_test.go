@@ -118,6 +118,9 @@ func TestReadErrors(t *testing.T) {
 func TestReadCorruptRefused(t *testing.T) {
 	p, _ := provision(t, nil)
 	h, _ := p.Store().Put([]byte("precious bytes"))
+	if err := p.Store().Flush(); err != nil {
+		t.Fatal(err)
+	}
 	path := filepath.Join(p.Store().Dir(), h[:2], h[2:4], h)
 	if err := os.WriteFile(path, []byte("precious bytez"), 0o600); err != nil {
 		t.Fatal(err)
@@ -142,6 +145,10 @@ func TestBlobMethods(t *testing.T) {
 	put := res.(BlobPutResult)
 	if put.Hash != cas.Sum([]byte("hello")) || put.Ref != "val:blake3:"+put.Hash || put.Size != 5 {
 		t.Fatalf("blob.put = %+v", put)
+	}
+	// The ref is handed out only once the blob is durable, in its place.
+	if _, err := os.Stat(filepath.Join(p.Store().Dir(), put.Hash[:2], put.Hash[2:4], put.Hash)); err != nil {
+		t.Fatalf("blob.put answered before the blob was durable: %v", err)
 	}
 	res, err = call(t, p, "blob.put", map[string]string{"b64": base64.StdEncoding.EncodeToString([]byte{1, 2, 3})})
 	if err != nil {
@@ -220,6 +227,9 @@ func agedBlobs(t *testing.T, s *cas.Store, names ...string) []string {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if err := s.Flush(); err != nil {
+			t.Fatal(err)
+		}
 		if err := os.Chtimes(filepath.Join(s.Dir(), h[:2], h[2:4], h), old, old); err != nil {
 			t.Fatal(err)
 		}
@@ -232,6 +242,9 @@ func TestCollectKeepsJournalAndTranscriptRefs(t *testing.T) {
 	p, h := provision(t, nil)
 	hs := agedBlobs(t, p.Store(), "journaled", "in transcript", "orphan")
 	young, _ := p.Store().Put([]byte("young orphan"))
+	if err := p.Store().Flush(); err != nil { // a pending blob is not scanned
+		t.Fatal(err)
+	}
 	h.Provide(core.ServiceJournal, &fakeJournal{refs: []string{hs[0]}})
 	p.Store().AddRoots("out", func(yield func(string)) error { yield(hs[1]); return nil })
 

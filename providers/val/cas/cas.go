@@ -9,6 +9,16 @@
 // same bytes race harmlessly to the same name. Blobs that fail their hash
 // check are moved to dir/quarantine and never served.
 //
+// # Durability
+//
+// [Store.Put] and [Store.PutReader] return once the bytes are written and
+// hashed; the fsync and rename happen in the background (write-behind). The
+// blob is readable at once, but it is durable only after [Store.Flush]
+// returns nil. Whoever records a hash that must survive a crash (a journal
+// row, a reply to a client) calls Flush before acknowledging it. A crash
+// before the sync leaves only a temp file, which reads ignore and
+// collection removes.
+//
 // # Integrity
 //
 // Every read hashes what it returns: [Store.Get] before returning, the reader
@@ -20,7 +30,8 @@
 // [Store.GC] removes blobs nobody keeps and that are older than a minimum
 // age. Storing bytes that already exist refreshes the blob's modification
 // time, so a value being put right now is always young and survives a
-// concurrent collection until its referrer records it.
+// concurrent collection until its referrer records it; a blob still being
+// synced is never removed.
 package cas
 
 import (
@@ -34,7 +45,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/shoal-sh/shoal/core/rpc"
@@ -53,6 +63,9 @@ const (
 	// chunkSize is the unit PutReader reads, hashes and writes in; large
 	// enough for blake3's SIMD paths and for few write syscalls.
 	chunkSize = 1 << 20
+	// overlapMin is the size from which Put writes while it hashes
+	// instead of hashing first (which spares writing a duplicate).
+	overlapMin = 2 * chunkSize
 	// quarantineKeep is how long a quarantined blob is kept for inspection.
 	quarantineKeep = 7 * 24 * time.Hour
 )
@@ -67,6 +80,11 @@ type Store struct {
 	// mu orders a put's final step (touch or rename) against GC's removal
 	// of the same blob: puts share it, a removal holds it alone.
 	mu sync.RWMutex
+
+	// wb is the write-behind state: pending puts and the syncer.
+	wb behind
+	// syncFile makes a temp file's data durable; tests replace it.
+	syncFile func(*os.File) error
 
 	rootsMu sync.Mutex
 	roots   map[string]Roots
@@ -100,7 +118,9 @@ func OpenWith(dir string, o Options) (*Store, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Store{dir: dir, noSync: o.NoSync, log: log, roots: map[string]Roots{}}, nil
+	s := &Store{dir: dir, noSync: o.NoSync, log: log, roots: map[string]Roots{}, syncFile: (*os.File).Sync}
+	s.wb.init()
+	return s, nil
 }
 
 // Dir is the store's root directory.
@@ -152,20 +172,32 @@ func (s *Store) path(hash string) string {
 }
 
 // Put stores data and returns its hash. Storing bytes that are already
-// present writes nothing and refreshes the blob's age.
+// present writes nothing and refreshes the blob's age. The blob is readable
+// when Put returns and durable after the next [Store.Flush].
+//
+// A large value is written while it is hashed (see [Store.PutReader]);
+// bytes found already present then cost a write to a temp file that is
+// dropped.
 func (s *Store) Put(data []byte) (string, error) {
+	if len(data) >= overlapMin {
+		hash, _, err := s.store(func(w *blobWriter) error {
+			_, err := w.Write(data)
+			return err
+		})
+		return hash, err
+	}
 	hash := Sum(data)
 	if s.present(hash, int64(len(data))) {
 		return hash, nil
 	}
-	f, err := os.CreateTemp(filepath.Join(s.dir, tmpDir), "put-*")
+	f, err := s.createTemp()
 	if err != nil {
-		return "", fmt.Errorf("store blob: %w", err)
+		return "", err
 	}
 	if _, err := f.Write(data); err != nil {
 		return "", s.abandon(f, fmt.Errorf("store blob: %w", err))
 	}
-	if err := s.commit(f, hash); err != nil {
+	if err := s.finish(f, hash, int64(len(data))); err != nil {
 		return "", err
 	}
 	return hash, nil
@@ -173,79 +205,23 @@ func (s *Store) Put(data []byte) (string, error) {
 
 // PutReader streams r into the store and returns the hash and size of what
 // it read. Hashing and writing overlap, so on a fast disk the cost is close
-// to hashing alone.
+// to hashing alone; an in-memory source (*bytes.Reader, *strings.Reader)
+// is not even copied. Like [Store.Put], the blob is durable after the next
+// [Store.Flush].
 func (s *Store) PutReader(r io.Reader) (hash string, size int64, err error) {
-	f, err := os.CreateTemp(filepath.Join(s.dir, tmpDir), "put-*")
-	if err != nil {
-		return "", 0, fmt.Errorf("store blob: %w", err)
-	}
-	h := blake3.New()
-
-	// Three buffers circulate: one being read and hashed here, one being
-	// written by the writer goroutine, one spare so neither side waits on
-	// the other for a buffer.
-	free := make(chan []byte, 3)
-	for range 3 {
-		free <- make([]byte, chunkSize)
-	}
-	full := make(chan []byte, 3)
-	var writeFailed atomic.Bool
-	writeErr := make(chan error, 1)
-	go func() {
-		var off int64
-		var werr error
-		for b := range full {
-			if werr == nil {
-				if _, err := f.Write(b); err != nil {
-					werr = err
-					writeFailed.Store(true)
-				} else if !s.noSync {
-					startWriteback(f, off, int64(len(b)))
-				}
-				off += int64(len(b))
-			}
-			free <- b[:cap(b)]
-		}
-		writeErr <- werr
-	}()
-
-	var readErr error
-	for !writeFailed.Load() {
-		b := <-free
-		n, err := io.ReadFull(r, b)
-		if n > 0 {
-			h.Write(b[:n])
-			size += int64(n)
-			full <- b[:n]
-		}
-		if err == io.EOF || err == io.ErrUnexpectedEOF {
-			break
-		}
-		if err != nil {
-			readErr = err
-			break
-		}
-	}
-	close(full)
-	if werr := <-writeErr; werr != nil {
-		return "", 0, s.abandon(f, fmt.Errorf("store blob: %w", werr))
-	}
-	if readErr != nil {
-		return "", 0, s.abandon(f, fmt.Errorf("store blob: read input: %w", readErr))
-	}
-	hash = hex.EncodeToString(h.Sum(nil))
-	if s.present(hash, size) {
-		return hash, size, s.abandon(f, nil)
-	}
-	if err := s.commit(f, hash); err != nil {
-		return "", 0, err
-	}
-	return hash, size, nil
+	return s.store(func(w *blobWriter) error {
+		_, err := io.Copy(w, r)
+		return err
+	})
 }
 
-// present reports whether a blob of that hash and size exists, refreshing
-// its age when it does so that a collection running now keeps it.
+// present reports whether a blob of that hash and size exists or is
+// pending, refreshing its age when it exists so that a collection running
+// now keeps it.
 func (s *Store) present(hash string, size int64) bool {
+	if _, psize, ok := s.pendingFile(hash); ok && psize == size {
+		return true
+	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	p := s.path(hash)
@@ -258,10 +234,12 @@ func (s *Store) present(hash string, size int64) bool {
 	return os.Chtimes(p, now, now) == nil
 }
 
-// commit makes the temp file f durable and renames it into place.
+// commit makes the temp file f durable and renames it into place before
+// returning: the inline path, used when syncing is off or after Close.
 func (s *Store) commit(f *os.File, hash string) error {
+	defer s.forget(f.Name())
 	if !s.noSync {
-		if err := f.Sync(); err != nil {
+		if err := s.syncFile(f); err != nil {
 			return s.abandon(f, fmt.Errorf("store blob %s: sync: %w", hash, err))
 		}
 	}
@@ -303,6 +281,7 @@ func (s *Store) commit(f *os.File, hash string) error {
 func (s *Store) abandon(f *os.File, err error) error {
 	f.Close()
 	os.Remove(f.Name())
+	s.forget(f.Name())
 	return err
 }
 
@@ -322,14 +301,68 @@ func (s *Store) Get(hash string) ([]byte, error) {
 	if err := ValidHash(hash); err != nil {
 		return nil, err
 	}
-	data, err := os.ReadFile(s.path(hash))
+	f, pending, err := s.openBlob(hash)
 	if err != nil {
 		return nil, s.readError(hash, err)
 	}
+	defer f.Close()
+	data, err := readAll(f)
+	if err != nil {
+		return nil, fmt.Errorf("read blob %s: %w", hash, err)
+	}
 	if Sum(data) != hash {
-		return nil, s.corrupt(hash)
+		return nil, s.mismatch(hash, pending)
 	}
 	return data, nil
+}
+
+// readAll reads f to its end, sized by its current length as os.ReadFile does.
+func readAll(f *os.File) ([]byte, error) {
+	size := 512
+	if st, err := f.Stat(); err == nil && st.Size() < 1<<40 {
+		size = max(size, int(st.Size())+1)
+	}
+	data := make([]byte, 0, size)
+	for {
+		n, err := f.Read(data[len(data):cap(data)])
+		data = data[:len(data)+n]
+		if err == io.EOF {
+			return data, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if len(data) == cap(data) {
+			data = append(data, 0)[:len(data)]
+		}
+	}
+}
+
+// openBlob opens a blob where it is: its pending temp file while the put
+// is being synced, else its place in the fan-out. pending says which.
+//
+// The syncer renames a temp file into place before it drops the blob from
+// the pending map, so a blob that was pending when looked up is found
+// under one of the two names, and one that was not is at its place.
+func (s *Store) openBlob(hash string) (f *os.File, pending bool, err error) {
+	if tmp, _, ok := s.pendingFile(hash); ok {
+		if f, err := os.Open(tmp); err == nil {
+			return f, true, nil
+		}
+		// Renamed into place since (or dropped by a failed sync).
+	}
+	f, err = os.Open(s.path(hash))
+	return f, false, err
+}
+
+// mismatch is the CORRUPT error for a blob that failed its check. Only a
+// blob at its place is quarantined; a pending temp file is left to the
+// syncer (a later read from the place quarantines it).
+func (s *Store) mismatch(hash string, pending bool) error {
+	if pending {
+		return rpc.Errorf(rpc.Corrupt, "blob %s failed its blake3 check while being stored; it will not be served. Produce the value again", hash)
+	}
+	return s.corrupt(hash)
 }
 
 // Open returns a reader of the blob and its size. The reader checks the
@@ -340,7 +373,7 @@ func (s *Store) Open(hash string) (io.ReadCloser, int64, error) {
 	if err := ValidHash(hash); err != nil {
 		return nil, 0, err
 	}
-	f, err := os.Open(s.path(hash))
+	f, pending, err := s.openBlob(hash)
 	if err != nil {
 		return nil, 0, s.readError(hash, err)
 	}
@@ -349,15 +382,16 @@ func (s *Store) Open(hash string) (io.ReadCloser, int64, error) {
 		f.Close()
 		return nil, 0, fmt.Errorf("open blob %s: %w", hash, err)
 	}
-	return &verifier{f: f, h: blake3.New(), hash: hash, store: s}, st.Size(), nil
+	return &verifier{f: f, h: blake3.New(), hash: hash, store: s, pending: pending}, st.Size(), nil
 }
 
 type verifier struct {
-	f     *os.File
-	h     *blake3.Hasher
-	hash  string
-	store *Store
-	err   error // sticky result once the end was reached
+	f       *os.File
+	h       *blake3.Hasher
+	hash    string
+	store   *Store
+	pending bool  // f is a pending put's temp file
+	err     error // sticky result once the end was reached
 }
 
 func (v *verifier) Read(p []byte) (int, error) {
@@ -368,7 +402,7 @@ func (v *verifier) Read(p []byte) (int, error) {
 	v.h.Write(p[:n])
 	if err == io.EOF {
 		if hex.EncodeToString(v.h.Sum(nil)) != v.hash {
-			v.err = v.store.corrupt(v.hash)
+			v.err = v.store.mismatch(v.hash, v.pending)
 			return n, v.err
 		}
 		v.err = io.EOF
@@ -380,10 +414,14 @@ func (v *verifier) Read(p []byte) (int, error) {
 
 func (v *verifier) Close() error { return v.f.Close() }
 
-// Has reports whether the blob is present (without checking its bytes).
+// Has reports whether the blob is present (without checking its bytes). A
+// blob still being synced is present.
 func (s *Store) Has(hash string) bool {
 	if ValidHash(hash) != nil {
 		return false
+	}
+	if s.isPending(hash) {
+		return true
 	}
 	_, err := os.Stat(s.path(hash))
 	return err == nil
@@ -394,6 +432,9 @@ func (s *Store) Size(hash string) (int64, error) {
 	if err := ValidHash(hash); err != nil {
 		return 0, err
 	}
+	if _, size, ok := s.pendingFile(hash); ok {
+		return size, nil
+	}
 	st, err := os.Stat(s.path(hash))
 	if err != nil {
 		return 0, s.readError(hash, err)
@@ -401,13 +442,15 @@ func (s *Store) Size(hash string) (int64, error) {
 	return st.Size(), nil
 }
 
-// Delete removes the blob. Deleting a missing blob is not an error.
+// Delete removes the blob. Deleting a missing blob is not an error; a
+// pending put of it is dropped instead of being renamed into place.
 func (s *Store) Delete(hash string) error {
 	if err := ValidHash(hash); err != nil {
 		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.dropPending(hash)
 	if err := os.Remove(s.path(hash)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("delete blob %s: %w", hash, err)
 	}

@@ -46,7 +46,7 @@ func (s *Store) GC(keep func(hash string) bool, minAge time.Duration) (GCStats, 
 			switch {
 			case rel == ".":
 			case rel == tmpDir:
-				st.Leftovers += s.sweep(p, cutoff)
+				st.Leftovers += s.sweepTemps(p, cutoff)
 				return filepath.SkipDir
 			case rel == quarantineDir:
 				st.Leftovers += s.sweep(p, now.Add(-quarantineKeep))
@@ -84,11 +84,14 @@ func (s *Store) GC(keep func(hash string) bool, minAge time.Duration) (GCStats, 
 }
 
 // removeIfOld deletes an unreferenced blob unless a put touched it after
-// cutoff. The age is read again under the exclusive lock so a put that
-// refreshed the blob an instant ago wins.
+// cutoff or a put of it is still being synced. Both are checked again under
+// the exclusive lock so a put that refreshed the blob an instant ago wins.
 func (s *Store) removeIfOld(hash string, cutoff time.Time) (bool, int64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.isPending(hash) {
+		return false, 0, nil
+	}
 	p := s.path(hash)
 	fi, err := os.Stat(p)
 	if err != nil {
@@ -121,6 +124,30 @@ func (s *Store) sweep(dir string, cutoff time.Time) int {
 		if os.Remove(filepath.Join(dir, e.Name())) == nil {
 			n++
 		}
+	}
+	return n
+}
+
+// sweepTemps deletes temp files last modified before cutoff, except those
+// of this process's puts still being written or synced. Each removal holds
+// the store lock alone, against which a put creates and registers its
+// temp file in one step.
+func (s *Store) sweepTemps(dir string, cutoff time.Time) int {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, e := range entries {
+		fi, err := e.Info()
+		if err != nil || !fi.Mode().IsRegular() || fi.ModTime().After(cutoff) {
+			continue
+		}
+		s.mu.Lock()
+		if !s.isLive(e.Name()) && os.Remove(filepath.Join(dir, e.Name())) == nil {
+			n++
+		}
+		s.mu.Unlock()
 	}
 	return n
 }
