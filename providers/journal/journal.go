@@ -490,8 +490,8 @@ func (j *Journal) write() {
 			return
 		}
 		idle.Stop()
-		j.linger(prev, lastCommit)
 		batch = j.drain(batch)
+		batch = j.linger(batch, prev, lastCommit)
 		start := time.Now()
 		j.commit(batch)
 		prev, lastCommit = len(batch), time.Since(start)
@@ -505,24 +505,30 @@ func (j *Journal) write() {
 
 // linger briefly holds a batch open while callers are still coming back.
 // When the previous batch had several rows, its callers are about to
-// append again; waiting a fraction of a commit's cost for the queue to
-// refill lets one fsync cover them all instead of starting a half-full
-// commit. A lone appender (prev ≤ 1) never waits.
-func (j *Journal) linger(prev int, lastCommit time.Duration) {
-	if prev <= 1 {
-		return
+// append again; waiting a fraction of a commit's cost for as many rows as
+// the previous batch had lets one commit cover them all instead of
+// starting a half-full one, with the stragglers' commit behind it. A lone
+// appender never waits. The writer takes each request as it arrives, so
+// it stops waiting the moment the last one is in.
+func (j *Journal) linger(batch []*request, prev int, lastCommit time.Duration) []*request {
+	want := min(prev, j.opts.MaxBatch)
+	if len(batch) >= want {
+		return batch
 	}
-	want := min(prev, j.opts.MaxBatch-1)
-	deadline := time.Now().Add(min(lastCommit/4, maxLinger))
-	for len(j.queue) < want && time.Now().Before(deadline) {
-		time.Sleep(lingerStep)
+	t := time.NewTimer(min(lastCommit/4, maxLinger))
+	defer t.Stop()
+	for len(batch) < want {
+		select {
+		case r := <-j.queue:
+			batch = append(batch, r)
+		case <-t.C:
+			return batch
+		}
 	}
+	return batch
 }
 
-const (
-	maxLinger  = 2 * time.Millisecond
-	lingerStep = 50 * time.Microsecond
-)
+const maxLinger = 2 * time.Millisecond
 
 // drain adds whatever is queued, up to the batch limit, without waiting.
 func (j *Journal) drain(batch []*request) []*request {
