@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -449,19 +452,39 @@ func TestCollectUsesRoots(t *testing.T) {
 func BenchmarkPutReader(b *testing.B) {
 	const size = 100 << 20
 	data := randBytes(b, size)
-	rates := map[string]float64{}
+	// rates holds each case's MB/s, one per run (-count runs each case that
+	// many times in a row): run i of a case is compared with run i of the
+	// hashing baseline, and also reported as the metric x-hash.
+	rates := map[string][]float64{}
 	report := func(b *testing.B) {
+		name := b.Name()[len("BenchmarkPutReader/"):]
+		if i := strings.LastIndexByte(name, '#'); i >= 0 {
+			name = name[:i] // the -count suffix
+		}
 		mbs := float64(size) * float64(b.N) / b.Elapsed().Seconds() / 1e6
-		rates[b.Name()[len("BenchmarkPutReader/"):]] = mbs
 		b.ReportMetric(mbs, "MB/s")
+		if hash := rates["hash-in-memory"]; name != "hash-in-memory" && len(rates[name]) < len(hash) {
+			b.ReportMetric(mbs/hash[len(rates[name])], "x-hash")
+		}
+		rates[name] = append(rates[name], mbs)
 	}
 	defer func() {
-		h := rates["hash-in-memory"]
-		if h == 0 {
-			return
+		ratio := func(name, base string) string {
+			var rs []float64
+			for i, r := range rates[name] {
+				if i < len(rates[base]) {
+					rs = append(rs, r/rates[base][i])
+				}
+			}
+			if len(rs) == 0 {
+				return "-"
+			}
+			slices.Sort(rs)
+			return fmt.Sprintf("%.2f× (%.2f–%.2f)", rs[len(rs)/2], rs[0], rs[len(rs)-1])
 		}
-		b.Logf("vs hashing in memory (%.0f MB/s): put %.2f×, put+flush %.2f×, put-nosync %.2f×; put+flush vs write+fsync alone %.2f×",
-			h, rates["put"]/h, rates["put+flush"]/h, rates["put-nosync"]/h, rates["put+flush"]/max(1, rates["write-fsync-only"]))
+		h := "hash-in-memory"
+		b.Logf("vs hashing in memory, median (range) of %d paired runs: put %s, put+flush %s, put-nosync %s; put+flush vs write+fsync alone %s",
+			len(rates[h]), ratio("put", h), ratio("put+flush", h), ratio("put-nosync", h), ratio("put+flush", "write-fsync-only"))
 	}()
 	b.Run("hash-in-memory", func(b *testing.B) {
 		b.SetBytes(size)

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/shoal-sh/shoal/core/rpc"
@@ -481,4 +482,64 @@ func TestCrashLeavesOnlyTempFiles(t *testing.T) {
 	// running; its temp files are gone, so its renames fail.
 	g.let()
 	crashed.Close()
+}
+
+// pieces is a source that hands its bytes to the writer in irregular
+// slices, through WriterTo (so the store sees Write calls of every size).
+type pieces struct {
+	data  []byte
+	sizes []int
+}
+
+func (p *pieces) Read([]byte) (int, error) { panic("io.Copy should use WriteTo") }
+
+func (p *pieces) WriteTo(w io.Writer) (int64, error) {
+	var n int64
+	rest := p.data
+	for i := 0; len(rest) > 0; i++ {
+		k := min(p.sizes[i%len(p.sizes)], len(rest))
+		m, err := w.Write(rest[:k])
+		n += int64(m)
+		if err != nil {
+			return n, err
+		}
+		rest = rest[k:]
+	}
+	return n, nil
+}
+
+func TestStreamShapes(t *testing.T) {
+	s := openStore(t)
+	data := randBytes(t, 5*chunkSize+123)
+	want := Sum(data)
+	sources := map[string]func() io.Reader{
+		"irregular writes": func() io.Reader {
+			return &pieces{data: data, sizes: []int{1, chunkSize + 7, 100, 3 * chunkSize, chunkSize - 1, 4096}}
+		},
+		"one large write": func() io.Reader { return bytes.NewReader(data) },
+		"short reads":     func() io.Reader { return iotest.HalfReader(bytes.NewReader(data)) },
+		"plain reader":    func() io.Reader { return struct{ io.Reader }{bytes.NewReader(data)} },
+	}
+	for name, src := range sources {
+		h, size, err := s.PutReader(src())
+		if err != nil || h != want || size != int64(len(data)) {
+			t.Fatalf("%s: %s, %d, %v", name, h, size, err)
+		}
+		flush(t, s)
+		got, err := os.ReadFile(s.path(h))
+		if err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("%s: stored bytes differ: %v", name, err)
+		}
+		if err := s.Delete(h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Put of a large slice takes the same path.
+	if h, err := s.Put(data); err != nil || h != want {
+		t.Fatal(h, err)
+	}
+	flush(t, s)
+	if got, err := s.Get(want); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("Put: %v", err)
+	}
 }
