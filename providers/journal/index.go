@@ -106,20 +106,23 @@ type indexGroup struct {
 
 // putIndexes writes the index entries of rows in tx, as blocks.
 func putIndexes(tx *bolt.Tx, rows []*storedRow) error {
-	groups := map[string]*indexGroup{}
+	// One map per bucket, from the value's prefix to its group.
+	groups := map[string]map[string]*indexGroup{}
 	var order []*indexGroup
 	var buf []byte
 	for _, s := range rows {
 		var t [tsidLen]byte
 		putTSID(t[:], s.TS, s.EntryID)
 		buf = indexPrefixes(s, buf, func(bucket, prefix []byte) {
-			// Bucket names hold no NUL byte, so name|NUL|prefix
-			// identifies a group.
-			key := string(bucket) + "\x00" + string(prefix)
-			g := groups[key]
+			m := groups[string(bucket)]
+			if m == nil {
+				m = map[string]*indexGroup{}
+				groups[string(bucket)] = m
+			}
+			g := m[string(prefix)]
 			if g == nil {
 				g = &indexGroup{bucket: bucket, prefix: bytes.Clone(prefix)}
-				groups[key] = g
+				m[string(prefix)] = g
 				order = append(order, g)
 			}
 			g.tsids = append(g.tsids, t)
@@ -129,7 +132,7 @@ func putIndexes(tx *bolt.Tx, rows []*storedRow) error {
 	for _, g := range order {
 		b := buckets[string(g.bucket)]
 		if b == nil {
-			b = tx.Bucket(g.bucket)
+			b = writeBucket(tx, g.bucket)
 			buckets[string(g.bucket)] = b
 		}
 		if err := g.write(b); err != nil {

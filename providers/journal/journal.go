@@ -46,7 +46,6 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -55,6 +54,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -62,6 +62,7 @@ import (
 	"github.com/shoal-sh/shoal/core"
 	"github.com/shoal-sh/shoal/core/bus"
 	"github.com/shoal-sh/shoal/core/rpc"
+	"github.com/shoal-sh/shoal/core/value"
 	"github.com/shoal-sh/shoal/providers/val/cas"
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
@@ -556,9 +557,8 @@ func (j *Journal) commit(batch []*request) {
 	// references to the values until the commit, and nothing reuses it.
 	buf := make([]byte, 0, size)
 	err := j.db.Update(func(tx *bolt.Tx) error {
-		setFill(tx)
-		rb := tx.Bucket(bucketRows)
-		sb := tx.Bucket(bucketSeqTranscript)
+		rb := writeBucket(tx, bucketRows)
+		sb := writeBucket(tx, bucketSeqTranscript)
 		id := lastRowID(tx)
 		tnext := nextSeq(tx, ChannelTranscript)
 		lastTS = max(lastTS, time.Now().UnixNano())
@@ -591,7 +591,7 @@ func (j *Journal) commit(batch []*request) {
 			if h, ok := strings.CutPrefix(s.Ref, cas.RefPrefix); ok && cas.ValidHash(h) == nil {
 				// With the row, never later: the content store's collector
 				// must see every reference an acknowledged row holds.
-				if err := tx.Bucket(bucketValRefs).Put([]byte(h), nil); err != nil {
+				if err := writeBucket(tx, bucketValRefs).Put([]byte(h), nil); err != nil {
 					return fmt.Errorf("row %d: blob ref: %w", id, err)
 				}
 			}
@@ -643,7 +643,6 @@ func (j *Journal) flushIndexes() error {
 	tail := j.tail
 	last := tail[len(tail)-1].EntryID
 	err := j.db.Update(func(tx *bolt.Tx) error {
-		setFill(tx)
 		if err := putIndexes(tx, tail); err != nil {
 			return err
 		}
@@ -752,24 +751,64 @@ type transcriptPayload struct {
 }
 
 // event builds the row's event on channel; the same function serves live
-// delivery and rebuilt reads, so both carry identical payloads.
+// delivery and rebuilt reads, so both carry identical payloads. The
+// payload is journalPayload or transcriptPayload encoded by hand (the
+// writer builds these for every row before it answers the batch), which
+// TestEventPayloads checks against encoding/json.
 func (s *storedRow) event(channel string) bus.Event {
-	var payload any
 	var seq uint64
+	n := 160 + len(s.Session) + len(s.Principal) + len(s.Kind) + len(s.Head) + len(s.Ref)
+	for _, e := range s.Effects {
+		n += len(e) + 3
+	}
+	b := make([]byte, 0, n)
+	b = append(b, `{"entry_id":`...)
+	b = strconv.AppendUint(b, s.EntryID, 10)
 	switch channel {
 	case ChannelTranscript:
 		seq = *s.TranscriptSeq
-		payload = transcriptPayload{EntryID: s.EntryID, Session: s.Session, Principal: s.Principal,
-			Ref: s.Ref, OK: s.OK, Exit: s.Exit, Head: s.Head}
+		b = appendField(b, "session", s.Session)
+		b = appendField(b, "principal", s.Principal)
+		if s.Ref != "" {
+			b = appendField(b, "ref", s.Ref)
+		}
+		b = append(b, `,"ok":`...)
+		b = strconv.AppendBool(b, s.OK)
+		b = append(b, `,"exit":`...)
+		b = strconv.AppendInt(b, int64(s.Exit), 10)
+		b = appendField(b, "head", s.Head)
 	default:
 		seq = s.JournalSeq
-		effects := s.Effects
-		if effects == nil {
-			effects = []string{}
+		b = append(b, `,"ts":`...)
+		b = strconv.AppendInt(b, s.TS, 10)
+		b = appendField(b, "session", s.Session)
+		b = appendField(b, "principal", s.Principal)
+		b = appendField(b, "kind", s.Kind)
+		b = appendField(b, "head", s.Head)
+		b = append(b, `,"ok":`...)
+		b = strconv.AppendBool(b, s.OK)
+		b = append(b, `,"exit":`...)
+		b = strconv.AppendInt(b, int64(s.Exit), 10)
+		b = append(b, `,"effects":[`...)
+		for i, e := range s.Effects {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = value.AppendQuoted(b, e)
 		}
-		payload = journalPayload{EntryID: s.EntryID, TS: s.TS, Session: s.Session, Principal: s.Principal,
-			Kind: s.Kind, Head: s.Head, OK: s.OK, Exit: s.Exit, Effects: effects, Ref: s.Ref}
+		b = append(b, ']')
+		if s.Ref != "" {
+			b = appendField(b, "ref", s.Ref)
+		}
 	}
-	data, _ := json.Marshal(payload) // plain structs of strings and numbers
-	return bus.Event{Channel: channel, Seq: seq, TS: s.TS, Payload: data}
+	b = append(b, '}')
+	return bus.Event{Channel: channel, Seq: seq, TS: s.TS, Payload: b}
+}
+
+// appendField appends ,"name":"value".
+func appendField(b []byte, name, v string) []byte {
+	b = append(b, ',', '"')
+	b = append(b, name...)
+	b = append(b, '"', ':')
+	return value.AppendQuoted(b, v)
 }

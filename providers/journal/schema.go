@@ -392,20 +392,30 @@ func putRow(tx *bolt.Tx, s *storedRow) error {
 // random inserts; the journal's inserts are appends, either to a whole
 // bucket (rows, the ts index, the seq map) or to the end of one indexed
 // value's range (new rows have the newest tsid), so fuller pages cost
-// nothing later and make the file about half as large.
-var (
-	appendOnly    = [][]byte{bucketRows, bucketByTS, bucketSeqTranscript}
-	appendByValue = [][]byte{bucketPrincipal, bucketHead, bucketPrincipalHead, bucketOK, bucketEffect}
-)
-
-// setFill sets the buckets' page fill for one write transaction (bbolt
-// does not keep it across transactions).
-func setFill(tx *bolt.Tx) {
-	for _, name := range appendOnly {
-		tx.Bucket(name).FillPercent = 1.0
+// nothing later and make the file about half as large. bbolt does not
+// keep the fill across transactions, so it is set on every bucket a write
+// transaction opens (writeBucket).
+func fillPercent(name string) float64 {
+	switch name {
+	case string(bucketRows), string(bucketByTS), string(bucketSeqTranscript):
+		return 1.0
+	case string(bucketPrincipal), string(bucketHead), string(bucketPrincipalHead), string(bucketOK), string(bucketEffect):
+		return 0.95
 	}
-	for _, name := range appendByValue {
-		tx.Bucket(name).FillPercent = 0.95
+	return bolt.DefaultFillPercent
+}
+
+// writeBucket opens a bucket for writing in tx, with its page fill set.
+func writeBucket(tx *bolt.Tx, name []byte) *bolt.Bucket {
+	b := tx.Bucket(name)
+	b.FillPercent = fillPercent(string(name))
+	return b
+}
+
+// setFill sets the page fill of every bucket in tx.
+func setFill(tx *bolt.Tx) {
+	for _, name := range allBuckets {
+		writeBucket(tx, name)
 	}
 }
 

@@ -329,3 +329,59 @@ func checkIndexes(tx *bolt.Tx, rows int) error {
 	}
 	return nil
 }
+
+// The hand-built event payloads decode to what encoding/json encodes the
+// payload structs from, and match its bytes when no string needs an
+// escape the two write differently (encoding/json escapes <, > and &).
+func TestEventPayloads(t *testing.T) {
+	rows := codecRows()
+	seq := uint64(3)
+	rows = append(rows, storedRow{JournalRow: core.JournalRow{EntryID: 12, TS: 99, Session: "s \"q\" \\ \n\t", Principal: "p<&>",
+		Kind: "exec", Head: "h\u2028\x01", Effects: nil, Ref: "", Exit: 3}, InTranscript: true, TranscriptSeq: &seq})
+	for _, s := range rows {
+		s.JournalSeq = s.EntryID - 1
+		effects := s.Effects
+		if effects == nil {
+			effects = []string{}
+		}
+		cases := []struct {
+			channel string
+			want    any
+			got     any
+		}{
+			{ChannelJournal, journalPayload{EntryID: s.EntryID, TS: s.TS, Session: s.Session, Principal: s.Principal,
+				Kind: s.Kind, Head: s.Head, OK: s.OK, Exit: s.Exit, Effects: effects, Ref: s.Ref}, &journalPayload{}},
+		}
+		if s.TranscriptSeq != nil {
+			cases = append(cases, struct {
+				channel string
+				want    any
+				got     any
+			}{ChannelTranscript, transcriptPayload{EntryID: s.EntryID, Session: s.Session, Principal: s.Principal,
+				Ref: s.Ref, OK: s.OK, Exit: s.Exit, Head: s.Head}, &transcriptPayload{}})
+		}
+		for _, c := range cases {
+			ev := s.event(c.channel)
+			if ev.TS != s.TS || ev.Channel != c.channel {
+				t.Fatalf("event %+v", ev)
+			}
+			ref, err := json.Marshal(c.want)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal(ev.Payload, c.got); err != nil {
+				t.Fatalf("%s payload %s: %v", c.channel, ev.Payload, err)
+			}
+			// Compare through encoding/json, which also turns invalid
+			// UTF-8 into U+FFFD on both sides.
+			want := reflect.New(reflect.TypeOf(c.want))
+			json.Unmarshal(ref, want.Interface())
+			if !reflect.DeepEqual(want.Interface(), c.got) {
+				t.Fatalf("%s payload %s decodes to %+v, want %+v", c.channel, ev.Payload, c.got, want.Interface())
+			}
+			if !strings.ContainsAny(string(ref), "<>&\\") && !bytes.Equal(ref, ev.Payload) {
+				t.Fatalf("%s payload\n got %s\nwant %s", c.channel, ev.Payload, ref)
+			}
+		}
+	}
+}
