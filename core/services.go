@@ -51,6 +51,10 @@ type Blobs interface {
 	Get(hash string) ([]byte, error)
 	// Has reports whether a blob is present.
 	Has(hash string) bool
+	// Flush returns once every blob put before the call is durable (puts
+	// return before their fsync). Whoever hands out a blob's ref calls it
+	// first.
+	Flush() error
 }
 
 // ExecRequest asks the session evaluator to run source.

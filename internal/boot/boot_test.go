@@ -374,6 +374,11 @@ func TestSpillToContentStore(t *testing.T) {
 		t.Errorf("preview of %d bytes", len(r.PreviewText))
 	}
 	hash := strings.TrimPrefix(r.ValRef, "val:blake3:")
+	// Puts become durable in the background; the reply that hands out the
+	// ref waits for it, so the blob is in place (not a temp file) now.
+	if _, err := os.Stat(filepath.Join(dir, "cas", hash[0:2], hash[2:4], hash)); err != nil {
+		t.Fatalf("the reply named %s before the blob was durable: %v", r.ValRef, err)
+	}
 	for _, target := range []string{r.URI, r.ValRef, "shoal://val/" + hash, "shoal://val/blake3:" + hash} {
 		got, err := c.Read(context.Background(), target+"?path=.stdout&slice=0..6")
 		if err != nil {

@@ -380,6 +380,21 @@ func (p *Provider) finish(ctx context.Context, c *core.Caller, s *sess, req core
 	if secrets := secretValues(s.ev.Env()); len(secrets) > 0 {
 		preview, text = scrubJSON(preview, secrets), scrub(text, secrets)
 	}
+	if e.ValRef != "" {
+		// The value spilled to the content store, whose puts become
+		// durable in the background: the reply hands out its ref.
+		if blobs, err := core.Lookup[core.Blobs](p.host, core.ServiceBlobs); err == nil {
+			err := blobs.Flush()
+			if err == nil && !blobs.Has(strings.TrimPrefix(e.ValRef, "val:blake3:")) {
+				// Another caller's Flush took the failure of this put.
+				err = fmt.Errorf("the content store lost %s while making it durable (see the kernel log)", e.ValRef)
+			}
+			if err != nil {
+				<-committed
+				return nil, rpc.Errorf(rpc.Internal, "store the value of %s: %v", e.Ref, err)
+			}
+		}
+	}
 	if err := <-committed; err != nil {
 		return nil, rpc.Errorf(rpc.Internal, "journal the execution: %v (its value is %s)", err, e.Ref)
 	}
