@@ -496,11 +496,6 @@ func (j *Journal) write() {
 		start := time.Now()
 		j.commit(batch)
 		prev, lastCommit = len(batch), time.Since(start)
-		if len(j.tail) >= j.opts.indexLag {
-			// The batch's callers are answered and coming back with
-			// their next rows, which queue up while this commits.
-			j.flushIndexes()
-		}
 	}
 }
 
@@ -545,10 +540,49 @@ func (j *Journal) drain(batch []*request) []*request {
 }
 
 // commit writes one batch in one transaction, delivers its events, then
-// answers its callers. The rows' index entries wait in the tail.
+// answers its callers. The rows' index entries wait in the tail until it
+// holds indexLag rows; then the transaction also writes the whole tail's
+// index entries, so the index pages cost no commit of their own. If that
+// transaction fails, the batch is tried once more without the indexes,
+// so a problem there never keeps rows from being written.
 func (j *Journal) commit(batch []*request) {
 	rows := make([]storedRow, len(batch))
-	lastTS := j.lastTS
+	index := len(j.tail)+len(batch) >= j.opts.indexLag
+	lastTS, err := j.commitTx(batch, rows, index)
+	if err != nil && index {
+		j.log.Error("journal commit with index entries failed; committing the rows alone", "err", err)
+		index = false
+		lastTS, err = j.commitTx(batch, rows, false)
+	}
+	if err != nil {
+		err = fmt.Errorf("journal %s: commit %d rows: %w", j.path, len(batch), err)
+		j.log.Error("journal commit failed", "err", err)
+		for _, r := range batch {
+			r.done <- result{err: err}
+		}
+		return
+	}
+	j.lastTS = lastTS
+	if index {
+		j.setTail(nil)
+	} else {
+		tail := slices.Grow(j.tail, len(rows))
+		for i := range rows {
+			tail = append(tail, &rows[i])
+		}
+		j.setTail(tail)
+	}
+	if j.opts.Bus != nil {
+		j.deliver(rows)
+	}
+	for i, r := range batch {
+		r.done <- result{row: rows[i].row()}
+	}
+}
+
+// commitTx is commit's transaction: it fills rows from batch and writes
+// them, and with index also the index entries of the tail and the batch.
+func (j *Journal) commitTx(batch []*request, rows []storedRow, index bool) (lastTS int64, err error) {
 	size := 0
 	for _, r := range batch {
 		size += rowHeadMax + len(r.body)
@@ -556,7 +590,8 @@ func (j *Journal) commit(batch []*request) {
 	// One buffer holds every encoded row of the batch; bbolt keeps
 	// references to the values until the commit, and nothing reuses it.
 	buf := make([]byte, 0, size)
-	err := j.db.Update(func(tx *bolt.Tx) error {
+	lastTS = j.lastTS
+	err = j.db.Update(func(tx *bolt.Tx) error {
 		rb := writeBucket(tx, bucketRows)
 		sb := writeBucket(tx, bucketSeqTranscript)
 		id := lastRowID(tx)
@@ -565,13 +600,11 @@ func (j *Journal) commit(batch []*request) {
 		for i, r := range batch {
 			id++
 			s := &rows[i]
-			s.JournalRow = r.row
+			*s = storedRow{JournalRow: r.row, InTranscript: r.row.Transcript, JournalSeq: id - 1}
 			s.EntryID = id
 			if s.TS == 0 {
 				s.TS = lastTS
 			}
-			s.InTranscript = r.row.Transcript
-			s.JournalSeq = id - 1
 			if s.InTranscript {
 				seq := tnext
 				s.TranscriptSeq = &seq
@@ -596,28 +629,22 @@ func (j *Journal) commit(batch []*request) {
 				}
 			}
 		}
-		return rb.SetSequence(id)
-	})
-	if err != nil {
-		err = fmt.Errorf("journal %s: commit %d rows: %w", j.path, len(batch), err)
-		j.log.Error("journal commit failed", "err", err)
-		for _, r := range batch {
-			r.done <- result{err: err}
+		if err := rb.SetSequence(id); err != nil {
+			return err
 		}
-		return
-	}
-	j.lastTS = lastTS
-	tail := slices.Grow(j.tail, len(rows))
-	for i := range rows {
-		tail = append(tail, &rows[i])
-	}
-	j.setTail(tail)
-	if j.opts.Bus != nil {
-		j.deliver(rows)
-	}
-	for i, r := range batch {
-		r.done <- result{row: rows[i].row()}
-	}
+		if !index {
+			return nil
+		}
+		all := slices.Grow(slices.Clip(j.tail), len(rows))
+		for i := range rows {
+			all = append(all, &rows[i])
+		}
+		if err := putIndexes(tx, all); err != nil {
+			return err
+		}
+		return tx.Bucket(bucketMeta).Put(keyIndexed, be64(id))
+	})
+	return lastTS, err
 }
 
 func (j *Journal) setTail(tail []*storedRow) {

@@ -490,3 +490,27 @@ func TestIdleWriterIndexesTail(t *testing.T) {
 		return nil
 	})
 }
+
+// When writing index entries fails, the rows are still committed: the
+// batch is retried without them, and they stay in the tail.
+func TestIndexFailureDoesNotBlockAppends(t *testing.T) {
+	j := openJournal(t, "", Options{NoSync: true, indexLag: 3, idleFlush: time.Hour})
+	appendRow(t, j, core.JournalRow{Head: "a"})
+	// A malformed block where the next index entries would go.
+	err := j.db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketByTS).Put(tsid(1, 0), []byte("short"))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range []string{"b", "c", "d"} {
+		appendRow(t, j, core.JournalRow{Head: h})
+	}
+	if n := len(j.tailSnapshot()); n != 4 {
+		t.Fatalf("tail holds %d rows, want all 4", n)
+	}
+	evs, err := j.ReadRange(ChannelJournal, 0, 10, 0)
+	if err != nil || len(evs) != 4 {
+		t.Fatalf("read back %d events, %v", len(evs), err)
+	}
+}
