@@ -3,12 +3,13 @@ package journal
 import (
 	"bufio"
 	"context"
-	"encoding/binary"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -167,20 +168,29 @@ func checkJournalFile(t *testing.T, path string, acked map[uint64]bool) [2]uint6
 				return fmt.Errorf("%s next seq %d, want %d", ch, next[i], want)
 			}
 		}
-		var seq, lastID uint64
-		err := tx.Bucket(bucketSeqTranscript).ForEach(func(k, v []byte) error {
-			if got := binary.BigEndian.Uint64(k); got != seq {
-				return fmt.Errorf("transcript seqs jump from %d to %d", seq, got)
-			}
-			id := binary.BigEndian.Uint64(v)
-			if id <= lastID || id > n {
-				return fmt.Errorf("transcript seq %d maps to row %d after row %d", seq, id, lastID)
-			}
-			seq, lastID = seq+1, id
-			return nil
+		type pair struct{ seq, id uint64 }
+		var pairs []pair
+		err := walkSeqsDown(tx, ChannelTranscript, math.MaxUint64, func(seq, id uint64) bool {
+			pairs = append(pairs, pair{seq, id})
+			return true
 		})
 		if err != nil {
 			return err
+		}
+		slices.Reverse(pairs)
+		var seq, lastID uint64
+		for _, p := range pairs {
+			if p.seq != seq {
+				return fmt.Errorf("transcript seqs jump from %d to %d", seq, p.seq)
+			}
+			if p.id <= lastID || p.id > n {
+				return fmt.Errorf("transcript seq %d maps to row %d after row %d", seq, p.id, lastID)
+			}
+			s, err := decodeRow(rows, p.id)
+			if err != nil || s.TranscriptSeq == nil || *s.TranscriptSeq != seq {
+				return fmt.Errorf("transcript seq %d maps to row %d, which does not have it (%v)", seq, p.id, err)
+			}
+			seq, lastID = seq+1, p.id
 		}
 		if seq != transcript {
 			return fmt.Errorf("transcript maps %d seqs, want %d", seq, transcript)

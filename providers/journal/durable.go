@@ -3,6 +3,7 @@ package journal
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/shoal-sh/shoal/core/bus"
@@ -63,43 +64,82 @@ func (j *Journal) ReadRange(channel string, from, to uint64, limit int) ([]bus.E
 		}
 		rows := tx.Bucket(bucketRows)
 		// Walk down from the top of the range so that a limit keeps the
-		// newest events without visiting the rest. The journal channel
-		// walks the rows (seq = entry_id - 1), session.transcript its
-		// seq → entry_id map.
-		b, top, shift := tx.Bucket(bucketSeqTranscript), to-1, uint64(0)
-		if channel == ChannelJournal {
-			b, top, shift = rows, to, 1 // entry_id of seq to-1
-		}
-		c := b.Cursor()
-		k, v := c.Seek(be64(top))
-		switch {
-		case k == nil:
-			k, v = c.Last()
-		case binary.BigEndian.Uint64(k) > top:
-			k, v = c.Prev()
-		}
-		for ; k != nil; k, v = c.Prev() {
-			seq := binary.BigEndian.Uint64(k) - shift
+		// newest events without visiting the rest.
+		var failed error
+		err := walkSeqsDown(tx, channel, to-1, func(seq, id uint64) bool {
 			if seq < from || (limit > 0 && len(out) >= limit) {
-				break
-			}
-			id := seq + 1
-			if channel == ChannelTranscript {
-				id = binary.BigEndian.Uint64(v)
+				return false
 			}
 			s, err := decodeRow(rows, id)
 			if err != nil {
-				return fmt.Errorf("rebuild %s seq %d: %w", channel, seq, err)
+				failed = fmt.Errorf("rebuild %s seq %d: %w", channel, seq, err)
+				return false
 			}
 			out = append(out, s.event(channel))
+			return true
+		})
+		if err != nil {
+			return err
 		}
-		return nil
+		return failed
 	})
 	if err != nil {
 		return nil, fmt.Errorf("journal: read %s: %w", channel, err)
 	}
 	slices.Reverse(out)
 	return out, nil
+}
+
+// walkSeqsDown calls fn with the channel's seqs not above top and their
+// entry_ids, highest first, until fn returns false. The journal channel's
+// seqs are its rows' entry_ids - 1; session.transcript keeps, per commit,
+// one block: the key is the commit's first transcript seq, the value the
+// entry_ids of that seq and the ones after it, 8 bytes each (a version 1
+// entry is a block of one).
+func walkSeqsDown(tx *bolt.Tx, channel string, top uint64, fn func(seq, id uint64) bool) error {
+	if channel == ChannelJournal {
+		if top == math.MaxUint64 {
+			top-- // entry_id top+1 must exist as a number
+		}
+		c := tx.Bucket(bucketRows).Cursor()
+		k, _ := seekLE(c, top+1)
+		for ; k != nil; k, _ = c.Prev() {
+			if id := binary.BigEndian.Uint64(k); !fn(id-1, id) {
+				return nil
+			}
+		}
+		return nil
+	}
+	c := tx.Bucket(bucketSeqTranscript).Cursor()
+	k, v := seekLE(c, top)
+	for ; k != nil; k, v = c.Prev() {
+		first := binary.BigEndian.Uint64(k)
+		if len(v) == 0 || len(v)%8 != 0 {
+			return fmt.Errorf("transcript seq block %d is malformed (%d bytes); the journal file is damaged", first, len(v))
+		}
+		n := uint64(len(v) / 8)
+		for i := min(n-1, top-first); ; i-- {
+			if !fn(first+i, binary.BigEndian.Uint64(v[i*8:])) {
+				return nil
+			}
+			if i == 0 {
+				break
+			}
+		}
+	}
+	return nil
+}
+
+// seekLE moves c to the greatest be64 key not above n.
+func seekLE(c *bolt.Cursor, n uint64) (k, v []byte) {
+	k, v = c.Seek(be64(n))
+	switch {
+	case k == nil:
+		return c.Last()
+	case binary.BigEndian.Uint64(k) > n:
+		return c.Prev()
+	}
+	return k, v
 }
 
 // Epoch identifies this journal file: it is drawn at creation and kept, so

@@ -596,6 +596,7 @@ func (j *Journal) commitTx(batch []*request, rows []storedRow, index bool) (last
 		sb := writeBucket(tx, bucketSeqTranscript)
 		id := lastRowID(tx)
 		tnext := nextSeq(tx, ChannelTranscript)
+		tfirst, tids := tnext, []byte(nil)
 		lastTS = max(lastTS, time.Now().UnixNano())
 		for i, r := range batch {
 			id++
@@ -617,9 +618,7 @@ func (j *Journal) commitTx(batch []*request, rows []storedRow, index bool) (last
 				return fmt.Errorf("row %d: %w", id, err)
 			}
 			if s.TranscriptSeq != nil {
-				if err := sb.Put(be64(*s.TranscriptSeq), key); err != nil {
-					return fmt.Errorf("row %d: transcript seq: %w", id, err)
-				}
+				tids = append(tids, key...)
 			}
 			if h, ok := strings.CutPrefix(s.Ref, cas.RefPrefix); ok && cas.ValidHash(h) == nil {
 				// With the row, never later: the content store's collector
@@ -631,6 +630,12 @@ func (j *Journal) commitTx(batch []*request, rows []storedRow, index bool) (last
 		}
 		if err := rb.SetSequence(id); err != nil {
 			return err
+		}
+		if len(tids) > 0 {
+			// One block for the batch's transcript seqs (see walkSeqsDown).
+			if err := sb.Put(be64(tfirst), tids); err != nil {
+				return fmt.Errorf("transcript seqs: %w", err)
+			}
 		}
 		if !index {
 			return nil

@@ -72,7 +72,7 @@ const (
 // The journal channel's seq is entry_id - 1, so only session.transcript
 // needs a seq → entry_id map.
 var (
-	bucketSeqTranscript = []byte("seq.session.transcript") // be64(seq) → be64(entry_id)
+	bucketSeqTranscript = []byte("seq.session.transcript") // be64(first seq) → be64(entry_id)… (see walkSeqsDown)
 	bucketSeqJournalV1  = []byte("seq.journal")            // version 1 only
 )
 
@@ -438,11 +438,11 @@ func nextSeq(tx *bolt.Tx, channel string) uint64 {
 	if channel == ChannelJournal {
 		return lastRowID(tx)
 	}
-	k, _ := tx.Bucket(bucketSeqTranscript).Cursor().Last()
+	k, v := tx.Bucket(bucketSeqTranscript).Cursor().Last()
 	if k == nil {
 		return 0
 	}
-	return binary.BigEndian.Uint64(k) + 1
+	return binary.BigEndian.Uint64(k) + uint64(max(len(v)/8, 1))
 }
 
 // maxTS is the largest representable ts, for open-ended ranges.
