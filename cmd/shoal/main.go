@@ -481,16 +481,7 @@ func runClient(cmd string, args []string, stdout, stderr io.Writer) error {
 			fmt.Fprintln(stdout, "no plugins loaded (add folders with --plugin-dir or plugin_dirs in config.toml)")
 			return nil
 		}
-		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "NAME\tVERSION\tKIND\tSERVES\tHEALTH")
-		for _, p := range r.Plugins {
-			serves := p["family"]
-			if serves == nil || serves == "" {
-				serves = joinAny(p["channels"])
-			}
-			fmt.Fprintf(tw, "%v\t%v\t%v\t%v\t%v\n", p["name"], p["version"], p["kind"], serves, p["health"])
-		}
-		return tw.Flush()
+		return printPlugins(stdout, r.Plugins)
 	case "status":
 		var r map[string]any
 		if err := c.Call(ctx, "kernel.status", map[string]string{}, &r); err != nil {
@@ -707,4 +698,33 @@ func eventsTail(args []string, stdout, stderr io.Writer) error {
 			}
 		}
 	}
+}
+
+// printPlugins is the human form of plugin.list: one row per plugin, then
+// the reason of each failed load.
+func printPlugins(stdout io.Writer, plugins []map[string]any) error {
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tVERSION\tKIND\tSERVES\tHEALTH\tLOAD")
+	var failed []string
+	for _, p := range plugins {
+		serves := p["family"]
+		if serves == nil || serves == "" {
+			serves = joinAny(p["channels"])
+		}
+		load := "-"
+		if ms, ok := p["load_ms"].(float64); ok {
+			load = fmt.Sprintf("%.0fms", ms)
+		}
+		fmt.Fprintf(tw, "%v\t%v\t%v\t%v\t%v\t%s\n", p["name"], p["version"], p["kind"], serves, p["health"], load)
+		if e, ok := p["error"].(string); ok && e != "" {
+			failed = append(failed, fmt.Sprintf("%v: %s", p["name"], e))
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, f := range failed {
+		fmt.Fprintln(stdout, f)
+	}
+	return nil
 }
