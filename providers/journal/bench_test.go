@@ -107,7 +107,6 @@ func buildJournal(b *testing.B, path string, n int) {
 	id := uint64(0)
 	for start := 0; start < n; start += batch {
 		var rows []*storedRow
-		var entries []entry
 		for range min(n-start, batch) {
 			id++
 			ts += int64(rng.IntN(2_000_000_000))
@@ -125,12 +124,16 @@ func buildJournal(b *testing.B, path string, n int) {
 				Effects:   eff, OK: rng.IntN(5) != 0, Ref: fmt.Sprintf("out:%d", id),
 			}, JournalSeq: id - 1}
 			rows = append(rows, &s)
-			entries = rowEntries(&s, encodeRow(&s), entries)
 		}
 		err := db.Update(func(tx *bolt.Tx) error {
 			setFill(tx)
-			for _, e := range entries {
-				if err := tx.Bucket(e.bucket).Put(e.key, e.value); err != nil {
+			// Blocks of 64 rows, as the writer commits them under load.
+			for i := 0; i < len(rows); i += 64 {
+				var encoded [][]byte
+				for _, s := range rows[i:min(i+64, len(rows))] {
+					encoded = append(encoded, encodeRow(s))
+				}
+				if err := tx.Bucket(bucketRows).Put(be64(rows[i].EntryID), encodeRowBlock(encoded)); err != nil {
 					return err
 				}
 			}

@@ -141,9 +141,9 @@ func checkJournalFile(t *testing.T, path string, acked map[uint64]bool) [2]uint6
 	}
 	err = j.db.View(func(tx *bolt.Tx) error {
 		rows := tx.Bucket(bucketRows)
-		n := uint64(rows.Stats().KeyN)
+		n := lastRowID(tx)
 		for id := range acked {
-			if rows.Get(be64(id)) == nil {
+			if _, err := rowData(rows, id); err != nil {
 				return fmt.Errorf("acknowledged row %d is missing", id)
 			}
 		}

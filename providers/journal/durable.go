@@ -101,11 +101,18 @@ func walkSeqsDown(tx *bolt.Tx, channel string, top uint64, fn func(seq, id uint6
 		if top == math.MaxUint64 {
 			top-- // entry_id top+1 must exist as a number
 		}
+		// Rows are keyed by entry_id, alone or in blocks (rowData).
 		c := tx.Bucket(bucketRows).Cursor()
-		k, _ := seekLE(c, top+1)
-		for ; k != nil; k, _ = c.Prev() {
-			if id := binary.BigEndian.Uint64(k); !fn(id-1, id) {
-				return nil
+		k, v := seekLE(c, top+1)
+		for ; k != nil; k, v = c.Prev() {
+			first := binary.BigEndian.Uint64(k)
+			for i := min(blockRows(v)-1, top+1-first); ; i-- {
+				if id := first + i; !fn(id-1, id) {
+					return nil
+				}
+				if i == 0 {
+					break
+				}
 			}
 		}
 		return nil

@@ -590,6 +590,7 @@ func (j *Journal) commitTx(batch []*request, rows []storedRow, index bool) (last
 	// One buffer holds every encoded row of the batch; bbolt keeps
 	// references to the values until the commit, and nothing reuses it.
 	buf := make([]byte, 0, size)
+	encoded := make([][]byte, len(batch))
 	lastTS = j.lastTS
 	err = j.db.Update(func(tx *bolt.Tx) error {
 		rb := writeBucket(tx, bucketRows)
@@ -613,12 +614,9 @@ func (j *Journal) commitTx(batch []*request, rows []storedRow, index bool) (last
 			}
 			start := len(buf)
 			buf = append(appendRowHead(buf, s), r.body...)
-			key := be64(id)
-			if err := rb.Put(key, buf[start:len(buf):len(buf)]); err != nil {
-				return fmt.Errorf("row %d: %w", id, err)
-			}
+			encoded[i] = buf[start:len(buf):len(buf)]
 			if s.TranscriptSeq != nil {
-				tids = append(tids, key...)
+				tids = binary.BigEndian.AppendUint64(tids, id)
 			}
 			if h, ok := strings.CutPrefix(s.Ref, cas.RefPrefix); ok && cas.ValidHash(h) == nil {
 				// With the row, never later: the content store's collector
@@ -627,6 +625,14 @@ func (j *Journal) commitTx(batch []*request, rows []storedRow, index bool) (last
 					return fmt.Errorf("row %d: blob ref: %w", id, err)
 				}
 			}
+		}
+		// One value for the batch: the row, or a block of them.
+		value := encoded[0]
+		if len(encoded) > 1 {
+			value = encodeRowBlock(encoded)
+		}
+		if err := rb.Put(be64(rows[0].EntryID), value); err != nil {
+			return fmt.Errorf("rows %d to %d: %w", rows[0].EntryID, id, err)
 		}
 		if err := rb.SetSequence(id); err != nil {
 			return err

@@ -3,6 +3,7 @@ package journal
 import (
 	"bytes"
 	"cmp"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -205,9 +206,12 @@ func mergeNewest(indexed []core.JournalRow, tail []*storedRow, limit int) []core
 }
 
 func decodeRow(rows *bolt.Bucket, id uint64) (*storedRow, error) {
-	data := rows.Get(be64(id))
-	if data == nil {
+	data, err := rowData(rows, id)
+	if errors.Is(err, errMissingRow) {
 		return nil, fmt.Errorf("row %d is missing although an index names it; the journal file is damaged", id)
+	}
+	if err != nil {
+		return nil, err
 	}
 	s, err := unmarshalRow(data)
 	if err != nil {

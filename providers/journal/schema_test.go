@@ -385,3 +385,63 @@ func TestEventPayloads(t *testing.T) {
 		}
 	}
 }
+
+// A block gives back each of its rows, nothing past them, and fails
+// cleanly when damaged.
+func TestRowBlocks(t *testing.T) {
+	db, err := bolt.Open(filepath.Join(t.TempDir(), "b.db"), 0o600, &bolt.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	src := codecRows()
+	var encoded [][]byte
+	for i := range src {
+		src[i].EntryID = uint64(10 + i)
+		encoded = append(encoded, encodeRow(&src[i]))
+	}
+	block := encodeRowBlock(encoded)
+	db.Update(func(tx *bolt.Tx) error {
+		b, _ := tx.CreateBucket(bucketRows)
+		b.Put(be64(5), encodeRow(&storedRow{JournalRow: core.JournalRow{EntryID: 5}}))
+		b.Put(be64(10), block)
+		b.Put(be64(20), bytes.Clone(block[:len(block)-3])) // cut short
+		b.Put(be64(30), []byte{rowBlock, 0xff})            // bad header
+		return nil
+	})
+	db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketRows)
+		for i, want := range encoded {
+			got, err := rowData(b, uint64(10+i))
+			if err != nil || !bytes.Equal(got, want) {
+				t.Fatalf("row %d: %x, %v", 10+i, got, err)
+			}
+		}
+		for _, id := range []uint64{1, 4, 6, 9, uint64(10 + len(encoded))} {
+			if _, err := rowData(b, id); !errors.Is(err, errMissingRow) {
+				t.Fatalf("row %d: %v, want missing", id, err)
+			}
+		}
+		for id := uint64(20); id < 40; id++ {
+			data, err := rowData(b, id)
+			if err == nil {
+				if _, err := unmarshalRow(data); err == nil && id == 20+uint64(len(encoded))-1 {
+					t.Fatalf("the cut row %d decoded", id)
+				}
+			}
+		}
+		return nil
+	})
+}
+
+func FuzzRowBlock(f *testing.F) {
+	var encoded [][]byte
+	for _, s := range codecRows() {
+		encoded = append(encoded, encodeRow(&s))
+	}
+	f.Add(encodeRowBlock(encoded), uint64(2))
+	f.Add([]byte{rowBlock, 1, 0, 0, 0, 1, 2}, uint64(0))
+	f.Fuzz(func(t *testing.T, v []byte, i uint64) {
+		valueRow(v, 100, 100+i%2000)
+	})
+}
