@@ -120,6 +120,9 @@ type Journal struct {
 	// are never overwritten, so a snapshot stays valid.
 	tailMu sync.RWMutex
 	tail   []*storedRow
+	// indexRetry is when the writer may next try to write the tail's
+	// index entries after a failure (zero: any time). Writer only.
+	indexRetry time.Time
 }
 
 var (
@@ -144,6 +147,9 @@ const (
 	defaultMaxBatch  = 1024
 	defaultIndexLag  = 1024
 	defaultIdleFlush = 20 * time.Millisecond
+	// indexRetryAfter spaces out attempts to write index entries after
+	// one failed; the rows keep being committed meanwhile.
+	indexRetryAfter = 5 * time.Second
 )
 
 // Open opens the journal file at path, creating it when it does not exist.
@@ -470,7 +476,7 @@ func (j *Journal) write() {
 	for {
 		batch = batch[:0]
 		if len(j.tail) > 0 {
-			idle.Reset(j.opts.idleFlush)
+			idle.Reset(max(j.opts.idleFlush, time.Until(j.indexRetry)))
 		}
 		select {
 		case r := <-j.queue:
@@ -547,10 +553,11 @@ func (j *Journal) drain(batch []*request) []*request {
 // so a problem there never keeps rows from being written.
 func (j *Journal) commit(batch []*request) {
 	rows := make([]storedRow, len(batch))
-	index := len(j.tail)+len(batch) >= j.opts.indexLag
+	index := len(j.tail)+len(batch) >= j.opts.indexLag && time.Now().After(j.indexRetry)
 	lastTS, err := j.commitTx(batch, rows, index)
 	if err != nil && index {
 		j.log.Error("journal commit with index entries failed; committing the rows alone", "err", err)
+		j.indexRetry = time.Now().Add(indexRetryAfter)
 		index = false
 		lastTS, err = j.commitTx(batch, rows, false)
 	}
@@ -689,6 +696,7 @@ func (j *Journal) flushIndexes() error {
 	if err != nil {
 		err = fmt.Errorf("journal %s: index rows %d to %d: %w", j.path, tail[0].EntryID, last, err)
 		j.log.Error("journal index write failed", "err", err)
+		j.indexRetry = time.Now().Add(indexRetryAfter)
 		return err
 	}
 	// A new slice: snapshots taken before keep the old one intact.

@@ -515,6 +515,10 @@ func TestIndexFailureDoesNotBlockAppends(t *testing.T) {
 	if err != nil || len(evs) != 4 {
 		t.Fatalf("read back %d events, %v", len(evs), err)
 	}
+	// A query that reaches the damaged block says so.
+	if _, err := j.Query(Query{}); !errors.Is(err, errBlock) {
+		t.Fatalf("query over a malformed index block: %v", err)
+	}
 }
 
 // Random ranges over events committed in batches of many rows (so the

@@ -75,6 +75,7 @@ func (j *Journal) Query(q Query) ([]core.JournalRow, error) {
 		return []core.JournalRow{}, nil
 	}
 	out := make([]core.JournalRow, 0, min(limit, 64))
+	var tail []*storedRow // matching rows not in the indexes yet
 	err := j.db.View(func(tx *bolt.Tx) error {
 		var walkErr error
 		newPrefixWalk := func(b *bolt.Bucket, prefix []byte) *prefixWalk {
@@ -115,15 +116,14 @@ func (j *Journal) Query(q Query) ([]core.JournalRow, error) {
 		target := tsid(until, ^uint64(0))
 		lower := tsid(q.Since, 0)
 		rows := tx.Bucket(bucketRows)
-		tail, err := j.tailMatches(tx, &q)
-		if err != nil {
+		var err error
+		if tail, err = j.tailMatches(tx, &q); err != nil {
 			return err
 		}
-		defer func() { out = mergeNewest(out, tail, limit) }()
 		for len(out) < limit {
 			key, ok := leapfrog(walks, target, lower)
 			if !ok {
-				return walkErr
+				break
 			}
 			id := tsidID(key)
 			s, err := decodeRow(rows, id)
@@ -134,16 +134,16 @@ func (j *Journal) Query(q Query) ([]core.JournalRow, error) {
 				out = append(out, s.row())
 			}
 			if !decrement(key) {
-				return nil
+				break
 			}
 			target = key
 		}
-		return nil
+		return walkErr
 	})
 	if err != nil {
 		return nil, fmt.Errorf("journal query: %w", err)
 	}
-	return out, nil
+	return mergeNewest(out, tail, limit), nil
 }
 
 // tailMatches returns the rows past the indexes' reach in tx that match q,
