@@ -365,39 +365,37 @@ func (p *Provider) finish(ctx context.Context, c *core.Caller, s *sess, req core
 	}
 	row := core.JournalRow{Session: c.Session, Principal: c.Principal, Kind: req.Kind, Head: head, Source: req.Source,
 		Effects: kinds, OK: ok, Exit: exit, Ref: e.Ref, DurationNS: res.Duration.Nanoseconds(), Transcript: true}
-	// The reply waits for the row's durable commit; the preview is built
-	// meanwhile, off the critical path.
-	committed := make(chan error, 1)
-	if j, err := core.Lookup[core.Journal](p.host, core.ServiceJournal); err == nil {
-		go func() {
-			_, err := j.Append(ctx, row)
-			committed <- err
-		}()
-	} else {
-		committed <- nil
+	// The reply waits for the row's durable commit (and, when the value
+	// spilled to the content store, for the blob's); the preview is built
+	// meanwhile on another goroutine, off the critical path.
+	type previewed struct {
+		raw  json.RawMessage
+		text string
 	}
-	preview, text := p.preview(v, res.Marks)
-	if secrets := secretValues(s.ev.Env()); len(secrets) > 0 {
-		preview, text = scrubJSON(preview, secrets), scrub(text, secrets)
-	}
+	prev := make(chan previewed, 1)
+	go func() {
+		raw, text := p.preview(v, res.Marks)
+		if secrets := secretValues(s.ev.Env()); len(secrets) > 0 {
+			raw, text = scrubJSON(raw, secrets), scrub(text, secrets)
+		}
+		prev <- previewed{raw, text}
+	}()
+	flushed := make(chan error, 1)
 	if e.ValRef != "" {
-		// The value spilled to the content store, whose puts become
-		// durable in the background: the reply hands out its ref.
-		if blobs, err := core.Lookup[core.Blobs](p.host, core.ServiceBlobs); err == nil {
-			err := blobs.Flush()
-			if err == nil && !blobs.Has(strings.TrimPrefix(e.ValRef, "val:blake3:")) {
-				// Another caller's Flush took the failure of this put.
-				err = fmt.Errorf("the content store lost %s while making it durable (see the kernel log)", e.ValRef)
-			}
-			if err != nil {
-				<-committed
-				return nil, rpc.Errorf(rpc.Internal, "store the value of %s: %v", e.Ref, err)
-			}
+		go func() { flushed <- p.flushBlob(e.ValRef) }()
+	} else {
+		flushed <- nil
+	}
+	if j, err := core.Lookup[core.Journal](p.host, core.ServiceJournal); err == nil {
+		if _, err := j.Append(ctx, row); err != nil {
+			return nil, rpc.Errorf(rpc.Internal, "journal the execution: %v (its value is %s)", err, e.Ref)
 		}
 	}
-	if err := <-committed; err != nil {
-		return nil, rpc.Errorf(rpc.Internal, "journal the execution: %v (its value is %s)", err, e.Ref)
+	if err := <-flushed; err != nil {
+		return nil, rpc.Errorf(rpc.Internal, "store the value of %s: %v", e.Ref, err)
 	}
+	pv := <-prev
+	preview, text := pv.raw, pv.text
 	reply := &core.ExecReply{Ref: e.Ref, URI: e.URI, OK: &ok, Exit: &exit, State: state, DurationNS: res.Duration.Nanoseconds(),
 		Effects: kinds, Preview: preview, PreviewText: text, ValRef: e.ValRef, Marks: res.Marks}
 	ev := map[string]any{"session": c.Session, "principal": c.Principal, "ref": e.Ref, "ok": ok, "exit": exit, "head": head, "preview": text}
@@ -405,6 +403,23 @@ func (p *Provider) finish(ctx context.Context, c *core.Caller, s *sess, req core
 		_, _ = p.bus.Publish(bus.ChannelRender, raw)
 	}
 	return reply, nil
+}
+
+// flushBlob makes a spilled value's blob durable: content-store puts
+// become durable in the background, and the reply hands out the ref.
+func (p *Provider) flushBlob(valRef string) error {
+	blobs, err := core.Lookup[core.Blobs](p.host, core.ServiceBlobs)
+	if err != nil {
+		return nil
+	}
+	if err := blobs.Flush(); err != nil {
+		return err
+	}
+	if !blobs.Has(strings.TrimPrefix(valRef, "val:blake3:")) {
+		// Another caller's Flush took the failure of this put.
+		return fmt.Errorf("the content store lost %s while making it durable (see the kernel log)", valRef)
+	}
+	return nil
 }
 
 // preview is the bounded preview of a value. A value marked as coming
