@@ -26,8 +26,10 @@ import (
 // exactly a version 1 index entry: files written before blocks existed
 // read without conversion.
 
-// maxBlock is the most tsids a flush puts in one block (2 KiB).
-const maxBlock = 128
+// maxBlock is the most tsids a flush puts in one block: 1,792 bytes, so
+// that two blocks and their keys fit in one 4 KiB page at the index
+// buckets' fill (128 would leave every page half empty).
+const maxBlock = 112
 
 const tsidLen = 16
 

@@ -633,13 +633,15 @@ func (j *Journal) commitTx(batch []*request, rows []storedRow, index bool) (last
 				}
 			}
 		}
-		// One value for the batch: the row, or a block of them.
-		value := encoded[0]
-		if len(encoded) > 1 {
-			value = encodeRowBlock(encoded)
-		}
-		if err := rb.Put(be64(rows[0].EntryID), value); err != nil {
-			return fmt.Errorf("rows %d to %d: %w", rows[0].EntryID, id, err)
+		// A few values for the batch: blocks of rows (or a row alone).
+		for start, n := range rowChunks(encoded) {
+			value := encoded[start]
+			if n > 1 {
+				value = encodeRowBlock(encoded[start : start+n])
+			}
+			if err := rb.Put(be64(rows[start].EntryID), value); err != nil {
+				return fmt.Errorf("rows %d to %d: %w", rows[start].EntryID, rows[start+n-1].EntryID, err)
+			}
 		}
 		if err := rb.SetSequence(id); err != nil {
 			return err

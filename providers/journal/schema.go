@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"iter"
 	"math"
 	"strings"
 
@@ -303,6 +304,32 @@ func valueRow(v []byte, first, id uint64) ([]byte, error) {
 }
 
 var errMissingRow = errors.New("no such row")
+
+// rowBlockBytes bounds a block's rows, so that two blocks fit in one
+// 4 KiB leaf page: a block a little over half a page would take a page of
+// its own, and a larger one whole overflow pages.
+const rowBlockBytes = 1900
+
+// rowChunks splits encoded rows into blocks of at most rowBlockBytes (a
+// larger row is a block of its own), yielding each block's first index
+// and length.
+func rowChunks(encoded [][]byte) iter.Seq2[int, int] {
+	return func(yield func(int, int) bool) {
+		start, size := 0, 0
+		for i, r := range encoded {
+			if i > start && size+len(r)+4 > rowBlockBytes {
+				if !yield(start, i-start) {
+					return
+				}
+				start, size = i, 0
+			}
+			size += len(r) + 4
+		}
+		if start < len(encoded) {
+			yield(start, len(encoded)-start)
+		}
+	}
+}
 
 // blockRows is how many rows the value under a rows key holds.
 func blockRows(v []byte) uint64 {
