@@ -26,7 +26,8 @@ import (
 // exactly a version 1 index entry: files written before blocks existed
 // read without conversion.
 
-// maxBlock is the most tsids a flush puts in one block: 1,792 bytes, so
+// maxBlock is the most tsids a flush puts in one block (the value then
+// holds 111 of them, 1,776 bytes), so
 // that two blocks and their keys fit in one 4 KiB page at the index
 // buckets' fill (128 would leave every page half empty).
 const maxBlock = 112

@@ -49,16 +49,19 @@ var (
 // journal seq to its entry_id, and wrote every row's index entries in the
 // row's own transaction.
 //
-// Version 2 stores rows in a compact binary form (rows written by version
-// 1 stay JSON and are still read), derives the journal seq from the
-// entry_id (seq = entry_id - 1, which version 1 also guaranteed) instead
-// of mapping it, keeps index entries in blocks of many tsids under one
-// key (a version 1 entry, a key with an empty value, reads as a block of
-// one), and may leave the newest rows' index entries for a later
-// transaction, recording in meta "indexed" how far the indexes reach. A
-// version 1 reader would misread the blocks and silently miss those rows,
-// so version 1 kernels must refuse version 2 files, which they do.
-// Version 1 files are upgraded in place when opened (see migrate).
+// Version 2 stores rows in a compact binary form, a commit's rows in
+// blocks under the first one's entry_id, and a commit's transcript seqs in
+// one block; it derives the journal seq from the entry_id (seq =
+// entry_id - 1, which version 1 also guaranteed) instead of mapping it;
+// it keeps index entries in blocks of many tsids under one key; and it may
+// leave the newest rows' index entries for a later transaction, recording
+// in meta "indexed" how far the indexes reach. Everything version 1 wrote
+// reads as version 2 data: a JSON row is a row of its own, an index key
+// with an empty value is a block of one, a transcript seq entry is a
+// block of one. A version 1 reader would misread the blocks and silently
+// miss the unindexed rows, so version 1 kernels must refuse version 2
+// files, which they do. Version 1 files are upgraded in place when opened
+// (see migrate).
 const (
 	schemaVersion   = "2"
 	schemaVersionV1 = "1"
@@ -231,8 +234,8 @@ func encodeRow(s *storedRow) []byte {
 
 var errRowEncoding = errors.New("malformed row")
 
-// Row blocks. A commit of several rows stores them as one value under the
-// first row's entry_id:
+// Row blocks. A commit of several rows stores them in a few blocks of
+// consecutive rows (rowChunks), each under its first row's entry_id:
 //
 //	rowBlock
 //	uvarint count
@@ -240,11 +243,11 @@ var errRowEncoding = errors.New("malformed row")
 //	data: the rows, each in the version 2 encoding
 //
 // A value that is not a block is a single row (of either version), under
-// its own entry_id. One Put per commit instead of one per row is most of
+// its own entry_id. A Put per block instead of one per row saves most of
 // what a commit costs the writer's CPU.
 const rowBlock = 0x03
 
-// encodeRowBlock makes the block of rows, whose first is entry_id first.
+// encodeRowBlock makes a block of encoded rows.
 func encodeRowBlock(rows [][]byte) []byte {
 	size := 0
 	for _, r := range rows {
