@@ -19,7 +19,10 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-const crashHelperEnv = "SHOAL_JOURNAL_CRASH_HELPER"
+const (
+	crashHelperEnv = "SHOAL_JOURNAL_CRASH_HELPER"
+	crashLagEnv    = "SHOAL_JOURNAL_CRASH_INDEX_LAG"
+)
 
 // TestCrashHelper is not a test: TestCrash runs the test binary again with
 // it selected and crashHelperEnv naming a journal. It appends rows from
@@ -29,7 +32,13 @@ func TestCrashHelper(t *testing.T) {
 	if path == "" {
 		t.Skip("helper process of TestCrash")
 	}
-	j, err := Open(path, Options{})
+	var opts Options
+	// Some runs write index entries every few commits, so that kills land
+	// in those commits too.
+	if lag, err := strconv.Atoi(os.Getenv(crashLagEnv)); err == nil {
+		opts.indexLag = lag
+	}
+	j, err := Open(path, opts)
 	if err != nil {
 		fmt.Println("open:", err)
 		os.Exit(2)
@@ -74,6 +83,9 @@ func TestCrash(t *testing.T) {
 	for iter := range 10 {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestCrashHelper$", "-test.count=1")
 		cmd.Env = append(os.Environ(), crashHelperEnv+"="+path)
+		if iter%2 == 1 {
+			cmd.Env = append(cmd.Env, crashLagEnv+"=20")
+		}
 		stdout, err := cmd.StdoutPipe()
 		if err != nil {
 			t.Fatal(err)
