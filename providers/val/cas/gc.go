@@ -49,7 +49,7 @@ func (s *Store) GC(keep func(hash string) bool, minAge time.Duration) (GCStats, 
 				st.Leftovers += s.sweepTemps(p, cutoff)
 				return filepath.SkipDir
 			case rel == quarantineDir:
-				st.Leftovers += s.sweep(p, now.Add(-quarantineKeep))
+				st.Leftovers += s.sweepOld(p, now.Add(-quarantineKeep))
 				return filepath.SkipDir
 			case !isFanOut(rel):
 				return filepath.SkipDir
@@ -109,8 +109,9 @@ func (s *Store) removeIfOld(hash string, cutoff time.Time) (bool, int64, error) 
 	return true, fi.Size(), nil
 }
 
-// sweep deletes the files in dir last modified before cutoff.
-func (s *Store) sweep(dir string, cutoff time.Time) int {
+// sweep deletes the files in dir last modified before cutoff for which
+// remove reports success.
+func sweep(dir string, cutoff time.Time, remove func(name string) bool) int {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return 0
@@ -121,11 +122,16 @@ func (s *Store) sweep(dir string, cutoff time.Time) int {
 		if err != nil || !fi.Mode().IsRegular() || fi.ModTime().After(cutoff) {
 			continue
 		}
-		if os.Remove(filepath.Join(dir, e.Name())) == nil {
+		if remove(e.Name()) {
 			n++
 		}
 	}
 	return n
+}
+
+// sweepOld deletes the files in dir last modified before cutoff.
+func (s *Store) sweepOld(dir string, cutoff time.Time) int {
+	return sweep(dir, cutoff, func(name string) bool { return os.Remove(filepath.Join(dir, name)) == nil })
 }
 
 // sweepTemps deletes temp files last modified before cutoff, except those
@@ -133,23 +139,11 @@ func (s *Store) sweep(dir string, cutoff time.Time) int {
 // the store lock alone, against which a put creates and registers its
 // temp file in one step.
 func (s *Store) sweepTemps(dir string, cutoff time.Time) int {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return 0
-	}
-	n := 0
-	for _, e := range entries {
-		fi, err := e.Info()
-		if err != nil || !fi.Mode().IsRegular() || fi.ModTime().After(cutoff) {
-			continue
-		}
+	return sweep(dir, cutoff, func(name string) bool {
 		s.mu.Lock()
-		if !s.isLive(e.Name()) && os.Remove(filepath.Join(dir, e.Name())) == nil {
-			n++
-		}
-		s.mu.Unlock()
-	}
-	return n
+		defer s.mu.Unlock()
+		return !s.isLive(name) && os.Remove(filepath.Join(dir, name)) == nil
+	})
 }
 
 // isFanOut reports whether rel is "ab" or "ab/cd": two hex characters per level.
