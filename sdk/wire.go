@@ -392,7 +392,22 @@ func decodeList(data []byte) (*ListRequest, error) {
 	return req, r.end()
 }
 
+// Guest code runs far slower than native code, byte loops most of all
+// (wazero checks for a deadline at every loop head), so a validation must
+// not scan its payload twice. The kernel always sends exactly
+// {"channel":"NAME","payload":PAYLOAD} with a payload it has already
+// checked to be JSON; that layout is taken apart without scanning the
+// payload, and the validator's own parse is the one pass over it. Any
+// other form goes through the reader.
+const (
+	validateHead    = `{"channel":"`
+	validatePayload = `,"payload":`
+)
+
 func decodeValidate(data []byte) (channel string, payload json.RawMessage, err error) {
+	if ch, p, ok := hostValidateLayout(data); ok {
+		return ch, p, nil
+	}
 	r := reader{b: private(data)}
 	if r.open('{') {
 		for first := true; r.more('}', &first); {
@@ -415,6 +430,42 @@ func decodeValidate(data []byte) (channel string, payload json.RawMessage, err e
 	return channel, payload, nil
 }
 
+// hostValidateLayout splits a validate request in the kernel's layout: a
+// channel name without escapes, then the payload up to the closing brace.
+// It trusts the kernel for the rest: nothing follows the payload.
+func hostValidateLayout(data []byte) (channel string, payload json.RawMessage, ok bool) {
+	if len(data) < len(validateHead) || string(data[:len(validateHead)]) != validateHead || data[len(data)-1] != '}' {
+		return "", nil, false
+	}
+	rest := data[len(validateHead):]
+	end := -1
+	for i, c := range rest {
+		if c == '"' {
+			end = i
+			break
+		}
+		if c == '\\' || c < 0x20 {
+			return "", nil, false
+		}
+	}
+	if end < 0 {
+		return "", nil, false
+	}
+	tail := rest[end+1:]
+	if len(tail) <= len(validatePayload)+1 || string(tail[:len(validatePayload)]) != validatePayload {
+		return "", nil, false
+	}
+	if p := tail[len(validatePayload) : len(tail)-1]; isSpace(p[0]) || isSpace(p[len(p)-1]) {
+		return "", nil, false
+	}
+	// The request buffer is reused by the next call: keep a copy.
+	rest = private(data)[len(validateHead):]
+	if end > 0 {
+		channel = unsafe.String(&rest[0], end)
+	}
+	return channel, json.RawMessage(rest[end+1+len(validatePayload) : len(rest)-1]), true
+}
+
 // appendErrorEnvelope builds an error answer without encoding/json, for
 // the same reason as the reader: a NOT_FOUND should cost little.
 func appendErrorEnvelope(b []byte, code Code, msg string) []byte {
@@ -424,3 +475,5 @@ func appendErrorEnvelope(b []byte, code Code, msg string) []byte {
 	b = appendJSONString(b, msg)
 	return append(b, "}}"...)
 }
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }

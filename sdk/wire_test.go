@@ -60,6 +60,74 @@ func TestDecodeValidate(t *testing.T) {
 	if _, _, err := decodeValidate([]byte(`{"channel":"user.a"}`)); err == nil {
 		t.Fatal("no error without a payload")
 	}
+	// The kernel's own layout is split without scanning the payload; other
+	// spellings of the same request give the same answer through the reader.
+	for _, in := range []string{
+		`{"channel":"user.build.v1","payload":{"phase":"done","passed":3}}`,
+		`{"channel":"user.build.v1","payload":[1,"}",{"a":null}]}`,
+		`{"channel":"","payload":0}`,
+		`{"channel":"user.\u0062uild","payload":{}}`,
+		`{ "channel":"user.a","payload":{}}`,
+		`{"channel":"user.a", "payload":{}}`,
+		`{"payload":{},"channel":"user.a"}`,
+	} {
+		fastCh, fastP, fast := hostValidateLayout([]byte(in))
+		ch, p, err := decodeValidate([]byte(in))
+		if err != nil {
+			t.Fatalf("%s: %v", in, err)
+		}
+		var want struct {
+			Channel string          `json:"channel"`
+			Payload json.RawMessage `json:"payload"`
+		}
+		if err := json.Unmarshal([]byte(in), &want); err != nil {
+			t.Fatal(err)
+		}
+		if ch != want.Channel || string(p) != strings.TrimSpace(string(want.Payload)) {
+			t.Errorf("%s: got %q %s, want %q %s", in, ch, p, want.Channel, want.Payload)
+		}
+		if fast && (fastCh != ch || string(fastP) != string(p)) {
+			t.Errorf("%s: fast path %q %s differs", in, fastCh, fastP)
+		}
+		kernelLayout := strings.HasPrefix(in, `{"channel":"user.build`) || strings.HasPrefix(in, `{"channel":""`)
+		if fast != kernelLayout {
+			t.Errorf("%s: fast path taken = %v", in, fast)
+		}
+	}
+}
+
+// FuzzDecodeValidate: whenever the reader accepts a request, the fast path
+// either declines it or splits it the same way.
+func FuzzDecodeValidate(f *testing.F) {
+	f.Add([]byte(`{"channel":"user.a","payload":{"x":1}}`))
+	f.Add([]byte(`{"channel":"user.a","payload":"}"}`))
+	f.Add([]byte(`{"channel":"a\"b","payload":1}`))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		fastCh, fastP, fast := hostValidateLayout(in)
+		r := reader{b: private(in)}
+		var ch string
+		var p json.RawMessage
+		if r.open('{') {
+			for first := true; r.more('}', &first); {
+				switch r.key() {
+				case "channel":
+					ch = r.str()
+				case "payload":
+					p = r.skip()
+				default:
+					r.skip()
+				}
+			}
+		}
+		// The kernel's layout: the payload is the last member and the
+		// closing brace follows it at once.
+		if r.end() != nil || p == nil || !fast || len(p) == 0 || &p[len(p)-1] != &r.b[len(r.b)-2] {
+			return
+		}
+		if fastCh != ch || string(fastP) != string(p) {
+			t.Fatalf("%q: fast %q %q, reader %q %q", in, fastCh, fastP, ch, p)
+		}
+	})
 }
 
 // FuzzDecodeRead checks the scanner against encoding/json: a request the
