@@ -311,7 +311,7 @@ func (s *Store) Get(hash string) ([]byte, error) {
 		return nil, fmt.Errorf("read blob %s: %w", hash, err)
 	}
 	if Sum(data) != hash {
-		return nil, s.mismatch(hash, pending)
+		return nil, s.mismatch(hash, pending, f)
 	}
 	return data, nil
 }
@@ -355,14 +355,14 @@ func (s *Store) openBlob(hash string) (f *os.File, pending bool, err error) {
 	return f, false, err
 }
 
-// mismatch is the CORRUPT error for a blob that failed its check. Only a
-// blob at its place is quarantined; a pending temp file is left to the
-// syncer (a later read from the place quarantines it).
-func (s *Store) mismatch(hash string, pending bool) error {
+// mismatch is the CORRUPT error for a blob that failed its check, read
+// from f. Only a blob at its place is quarantined; a pending temp file is
+// left to the syncer (a later read from the place quarantines it).
+func (s *Store) mismatch(hash string, pending bool, f *os.File) error {
 	if pending {
 		return rpc.Errorf(rpc.Corrupt, "blob %s failed its blake3 check while being stored; it will not be served. Produce the value again", hash)
 	}
-	return s.corrupt(hash)
+	return s.corrupt(hash, f)
 }
 
 // Open returns a reader of the blob and its size. The reader checks the
@@ -402,7 +402,7 @@ func (v *verifier) Read(p []byte) (int, error) {
 	v.h.Write(p[:n])
 	if err == io.EOF {
 		if hex.EncodeToString(v.h.Sum(nil)) != v.hash {
-			v.err = v.store.mismatch(v.hash, v.pending)
+			v.err = v.store.mismatch(v.hash, v.pending, v.f)
 			return n, v.err
 		}
 		v.err = io.EOF
@@ -464,12 +464,24 @@ func (s *Store) readError(hash string, err error) error {
 	return fmt.Errorf("read blob %s: %w", hash, err)
 }
 
-// corrupt moves a damaged blob aside so it is never served again (a later
-// put of the right bytes stores it afresh) and returns the CORRUPT error.
-func (s *Store) corrupt(hash string) error {
+// corrupt moves the damaged blob read from f aside so it is never served
+// again (a later put of the right bytes stores it afresh) and returns the
+// CORRUPT error. The file at the blob's place is moved only if it is still
+// the one that was read: a put may have replaced it with the right bytes
+// since.
+func (s *Store) corrupt(hash string, f *os.File) error {
+	read, err := f.Stat()
 	s.mu.Lock()
 	dst := filepath.Join(s.dir, quarantineDir, fmt.Sprintf("%s.%d", hash, time.Now().UnixNano()))
-	err := os.Rename(s.path(hash), dst)
+	if err == nil {
+		var cur os.FileInfo
+		if cur, err = os.Stat(s.path(hash)); err == nil && !os.SameFile(read, cur) {
+			err = fs.ErrNotExist // replaced since the read: not ours to move
+		}
+	}
+	if err == nil {
+		err = os.Rename(s.path(hash), dst)
+	}
 	s.mu.Unlock()
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		s.log.Error("content store: cannot quarantine damaged blob", "hash", hash, "err", err)
