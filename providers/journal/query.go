@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/shoal-sh/shoal/core"
@@ -71,7 +72,13 @@ func (q *Query) matches(r *storedRow) bool {
 // alternations between the indexes, not the number of rows.
 func (j *Journal) Query(q Query) ([]core.JournalRow, error) {
 	limit := q.limit()
-	if q.Until != 0 && q.Since >= q.Until {
+	// Since 0 leaves the lower side open: rows whose writer gave them a
+	// negative ts are in it (the tail's check, matches, agrees).
+	since := int64(math.MinInt64)
+	if q.Since != 0 {
+		since = q.Since
+	}
+	if q.Until != 0 && since >= q.Until {
 		return []core.JournalRow{}, nil
 	}
 	out := make([]core.JournalRow, 0, min(limit, 64))
@@ -114,7 +121,7 @@ func (j *Journal) Query(q Query) ([]core.JournalRow, error) {
 			until = q.Until - 1
 		}
 		target := tsid(until, ^uint64(0))
-		lower := tsid(q.Since, 0)
+		lower := tsid(since, 0)
 		rows := tx.Bucket(bucketRows)
 		var err error
 		if tail, err = j.tailMatches(tx, &q); err != nil {
