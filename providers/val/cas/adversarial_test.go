@@ -2,9 +2,12 @@ package cas
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"os"
+	"sync"
 	"testing"
+	"testing/iotest"
 
 	"github.com/shoal-sh/shoal/core/rpc"
 )
@@ -36,5 +39,199 @@ func TestQuarantineSparesRepairedBlob(t *testing.T) {
 	got, err := s.Get(h)
 	if err != nil || !bytes.Equal(got, data) {
 		t.Fatalf("the repaired blob was quarantined by a stale reader: %v", err)
+	}
+}
+
+// blobSet is a fixed set of test blobs with their hashes.
+type blobSet struct {
+	data   [][]byte
+	hashes []string
+	index  map[string]int
+}
+
+func newBlobSet(t testing.TB, sizes ...int) *blobSet {
+	b := &blobSet{index: map[string]int{}}
+	for _, n := range sizes {
+		d := randBytes(t, n)
+		b.data = append(b.data, d)
+		b.hashes = append(b.hashes, Sum(d))
+		b.index[Sum(d)] = len(b.hashes) - 1
+	}
+	return b
+}
+
+func (b *blobSet) has(h string) bool { _, ok := b.index[h]; return ok }
+
+// checkSettled asserts the store's state once everything is flushed:
+// nothing pending, nothing live, no temp file left.
+func checkSettled(t *testing.T, s *Store) {
+	t.Helper()
+	s.wb.mu.Lock()
+	pending, live, unsettled, queued := len(s.wb.pending), len(s.wb.live), s.wb.unsettled, len(s.wb.queue)
+	s.wb.mu.Unlock()
+	if pending != 0 || live != 0 || unsettled != 0 || queued != 0 {
+		t.Fatalf("after Flush: %d pending, %d live, %d unsettled, %d queued", pending, live, unsettled, queued)
+	}
+	if left := tempFiles(t, s); len(left) != 0 {
+		t.Fatalf("temp files left after Flush: %v", left)
+	}
+}
+
+// readBack checks every way of reading h returns data.
+func readBack(s *Store, h string, data []byte) error {
+	got, err := s.Get(h)
+	if err != nil {
+		return fmt.Errorf("Get %s: %w", h[:8], err)
+	}
+	if !bytes.Equal(got, data) {
+		return fmt.Errorf("Get %s: wrong bytes", h[:8])
+	}
+	rc, n, err := s.Open(h)
+	if err != nil {
+		return fmt.Errorf("Open %s: %w", h[:8], err)
+	}
+	streamed, err := io.ReadAll(iotest.OneByteReader(io.LimitReader(rc, 64)))
+	if err == nil {
+		var rest []byte
+		rest, err = io.ReadAll(rc)
+		streamed = append(streamed, rest...)
+	}
+	rc.Close()
+	if err != nil || n != int64(len(data)) || !bytes.Equal(streamed, data) {
+		return fmt.Errorf("Open %s: %d bytes of %d (size %d), %v", h[:8], len(streamed), len(data), n, err)
+	}
+	if !s.Has(h) {
+		return fmt.Errorf("Has %s: false", h[:8])
+	}
+	if size, err := s.Size(h); err != nil || size != int64(len(data)) {
+		return fmt.Errorf("Size %s = %d, %v", h[:8], size, err)
+	}
+	return nil
+}
+
+// TestWriteBehindStress runs puts of the same and different bytes, reads,
+// collections with no minimum age and flushes all at once. Every hash a put
+// returned stays readable with its bytes throughout (the collection keeps
+// every blob of the set, and sweeps every temp file it may), every Flush
+// succeeds, and afterwards each blob is in place with nothing left over.
+func TestWriteBehindStress(t *testing.T) {
+	s := openStore(t)
+	sizes := []int{0, 1, 2, 3, overlapMin + 5}
+	for i := range 40 {
+		sizes = append(sizes, 10+i*97)
+	}
+	set := newBlobSet(t, sizes...)
+	var returned sync.Map
+	var putters, others sync.WaitGroup
+	stop := make(chan struct{})
+	errs := make(chan error, 64)
+	report := func(err error) {
+		select {
+		case errs <- err:
+		default:
+		}
+	}
+	for g := range 6 {
+		putters.Go(func() {
+			for i := range 20 {
+				k := (i*3 + g/2) % len(set.data) // goroutines 2j and 2j+1 put the same bytes together
+				var h string
+				var err error
+				switch i % 3 {
+				case 0:
+					h, err = s.Put(set.data[k])
+				case 1:
+					h, _, err = s.PutReader(bytes.NewReader(set.data[k]))
+				default:
+					h, _, err = s.PutReader(struct{ io.Reader }{bytes.NewReader(set.data[k])})
+				}
+				if err != nil || h != set.hashes[k] {
+					report(fmt.Errorf("put %d: %s, %v", k, h, err))
+					return
+				}
+				returned.Store(h, k)
+				if err := readBack(s, h, set.data[k]); err != nil {
+					report(fmt.Errorf("right after its put: %w", err))
+					return
+				}
+			}
+		})
+	}
+	for range 2 {
+		others.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				returned.Range(func(h, k any) bool {
+					if err := readBack(s, h.(string), set.data[k.(int)]); err != nil {
+						report(err)
+					}
+					return true
+				})
+			}
+		})
+	}
+	others.Go(func() { // garbage for the collector
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if _, err := s.Put(fmt.Appendf(nil, "garbage %d", i)); err != nil {
+				report(err)
+			}
+		}
+	})
+	others.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if _, err := s.GC(set.has, 0); err != nil {
+				report(err)
+			}
+		}
+	})
+	others.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if err := s.Flush(); err != nil {
+				report(fmt.Errorf("Flush: %w", err))
+			}
+		}
+	})
+	putters.Wait()
+	close(stop)
+	others.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if t.Failed() {
+		return
+	}
+	flush(t, s)
+	checkSettled(t, s)
+	n := 0
+	returned.Range(func(h, k any) bool {
+		n++
+		got, err := os.ReadFile(s.path(h.(string)))
+		if err != nil || !bytes.Equal(got, set.data[k.(int)]) {
+			t.Errorf("blob %s not in place after Flush: %v", h.(string)[:8], err)
+		}
+		return true
+	})
+	if n != len(set.data) {
+		t.Errorf("%d blobs put, want %d", n, len(set.data))
 	}
 }
