@@ -305,3 +305,37 @@ func TestQueryNegativeTS(t *testing.T) {
 		j = openJournal(t, path, Options{NoSync: true})
 	}
 }
+
+// The rows the journal keeps in memory (its unindexed tail) share no
+// slice with its callers: an appender that reuses its effects slice, or
+// edits the row Append returned, and a reader that edits a query result,
+// change nothing a later query sees.
+func TestTailSharesNoSlices(t *testing.T) {
+	j := openJournal(t, "", Options{NoSync: true, indexLag: 1 << 30, idleFlush: time.Hour})
+	effects := []string{"fs.read", "fs.write"}
+	row := appendRow(t, j, core.JournalRow{Head: "a", Effects: effects})
+	effects[0] = "net" // the caller reuses its slice
+	row.Effects[1] = "pty"
+	got, err := j.Query(Query{Effects: []string{"fs.read"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 {
+		t.Fatalf("the row is not found by its effect once the caller reused its slice: %+v", got)
+	}
+	got[0].Effects[0] = "env.write" // the reader edits its result
+	for _, q := range []Query{{}, {Effects: []string{"fs.read"}}} {
+		got, err := j.Query(q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 1 || !slices.Equal(got[0].Effects, []string{"fs.read", "fs.write"}) {
+			t.Fatalf("query %+v after callers edited their slices: %+v", q, got)
+		}
+	}
+	for _, e := range []string{"net", "pty", "env.write"} {
+		if got, _ := j.Query(Query{Effects: []string{e}}); len(got) != 0 {
+			t.Fatalf("a query for %s finds a row that never had it: %+v", e, got)
+		}
+	}
+}

@@ -436,6 +436,12 @@ func (j *Journal) Append(ctx context.Context, row core.JournalRow) (core.Journal
 	if row.Effects == nil {
 		row.Effects = []string{}
 	}
+	// The row stays in memory (the tail) until its index entries are
+	// written, so it keeps a copy of the caller's slice: a caller reusing
+	// its own must not change what queries find. The answer gives the
+	// caller's slice back.
+	effects := row.Effects
+	row.Effects = slices.Clone(effects)
 	// Encoded here, on the caller's goroutine, so the writer only adds
 	// what the commit assigns.
 	r := &request{row: row, body: encodeBody(&row), done: make(chan result, 1)}
@@ -448,19 +454,29 @@ func (j *Journal) Append(ctx context.Context, row core.JournalRow) (core.Journal
 	}
 	select {
 	case res := <-r.done:
-		return res.row, res.err
+		return res.answer(effects)
 	case <-j.stopped:
 		// The writer answers everything it took before it stops; a request
 		// it did not take was never written.
 		select {
 		case res := <-r.done:
-			return res.row, res.err
+			return res.answer(effects)
 		default:
 			return core.JournalRow{}, errClosed
 		}
 	case <-ctx.Done():
 		return core.JournalRow{}, ctx.Err()
 	}
+}
+
+// answer is what Append returns for res: the stored row, with the
+// caller's effects slice instead of the journal's copy.
+func (res result) answer(effects []string) (core.JournalRow, error) {
+	if res.err != nil {
+		return core.JournalRow{}, res.err
+	}
+	res.row.Effects = effects
+	return res.row, nil
 }
 
 var errClosed = rpc.Errorf(rpc.Unavailable, "the journal is closed (the kernel is stopping); retry once it runs again")

@@ -205,7 +205,11 @@ func mergeNewest(indexed []core.JournalRow, tail []*storedRow, limit int) []core
 			out = append(out, indexed[0])
 			indexed = indexed[1:]
 		} else {
-			out = append(out, tail[0].row())
+			// The tail's rows stay in memory: a reader gets its own
+			// effects slice.
+			r := tail[0].row()
+			r.Effects = slices.Clone(r.Effects)
+			out = append(out, r)
 			tail = tail[1:]
 		}
 	}
