@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"runtime"
 	"sync"
 	"testing"
 	"testing/iotest"
@@ -114,8 +116,17 @@ func readBack(s *Store, h string, data []byte) error {
 // returned stays readable with its bytes throughout (the collection keeps
 // every blob of the set, and sweeps every temp file it may), every Flush
 // succeeds, and afterwards each blob is in place with nothing left over.
+// It runs with the real bound on waiting puts and with one so low that
+// puts keep waiting for the syncer.
 func TestWriteBehindStress(t *testing.T) {
+	for _, limit := range []int{maxUnsettled, 2} {
+		t.Run(fmt.Sprint("limit=", limit), func(t *testing.T) { stress(t, limit) })
+	}
+}
+
+func stress(t *testing.T, limit int) {
 	s := openStore(t)
+	s.wb.limit = limit
 	sizes := []int{0, 1, 2, 3, overlapMin + 5}
 	for i := range 40 {
 		sizes = append(sizes, 10+i*97)
@@ -133,7 +144,7 @@ func TestWriteBehindStress(t *testing.T) {
 	}
 	for g := range 6 {
 		putters.Go(func() {
-			for i := range 20 {
+			for i := range 15 {
 				k := (i*3 + g/2) % len(set.data) // goroutines 2j and 2j+1 put the same bytes together
 				var h string
 				var err error
@@ -233,5 +244,59 @@ func TestWriteBehindStress(t *testing.T) {
 	})
 	if n != len(set.data) {
 		t.Errorf("%d blobs put, want %d", n, len(set.data))
+	}
+}
+
+// waitFor polls the write-behind state until cond holds (no timing
+// assumption: it only waits for other goroutines to get there).
+func waitFor(s *Store, cond func(wb *behind) bool) {
+	for {
+		s.wb.mu.Lock()
+		ok := cond(&s.wb)
+		s.wb.mu.Unlock()
+		if ok {
+			return
+		}
+		runtime.Gosched()
+	}
+}
+
+// TestCloseWhilePutWaitsForRoom: a put waiting for the syncer to make room
+// when Close is called completes like any put after Close (synced before
+// it returns), and no syncer is left running once both have returned.
+// Which of the two the syncer's progress wakes first varies, so the
+// scenario is repeated.
+func TestCloseWhilePutWaitsForRoom(t *testing.T) {
+	for i := range 30 {
+		s, err := Open(filepath.Join(t.TempDir(), fmt.Sprint("cas", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.wb.limit = 1
+		g := hold(t, s)
+		if _, err := s.Put([]byte("first")); err != nil {
+			t.Fatal(err)
+		}
+		second := []byte("second")
+		put := make(chan error, 1)
+		go func() { _, err := s.Put(second); put <- err }()
+		waitFor(s, func(wb *behind) bool { return wb.waiting == 1 })
+		closed := make(chan error, 1)
+		go func() { closed <- s.Close() }()
+		waitFor(s, func(wb *behind) bool { return wb.closed && wb.flushing == 1 })
+		g.let()
+		if err := <-put; err != nil {
+			t.Fatal(err)
+		}
+		if err := <-closed; err != nil {
+			t.Fatal(err)
+		}
+		s.wb.mu.Lock()
+		running := s.wb.running
+		s.wb.mu.Unlock()
+		if !inPlace(s, Sum(second)) || running {
+			t.Fatalf("round %d: a put that waited across Close returned before its sync (in place: %v, syncer running: %v)",
+				i, inPlace(s, Sum(second)), running)
+		}
 	}
 }

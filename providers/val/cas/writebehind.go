@@ -60,6 +60,8 @@ type behind struct {
 	putSeq    uint64 // sequence number of the last hand-over
 	doneSeq   uint64 // every hand-over up to this one is settled
 	unsettled int    // handed over and not yet settled
+	limit     int    // most unsettled puts before a put waits (maxUnsettled; tests lower it)
+	waiting   int    // puts waiting for the syncer to make room
 	running   bool   // a syncer goroutine is alive
 	closed    bool   // Close was called: puts sync inline
 
@@ -72,6 +74,7 @@ func (b *behind) init() {
 	b.changed.L = &b.mu
 	b.pending = map[string]*pendingBlob{}
 	b.live = map[string]struct{}{}
+	b.limit = maxUnsettled
 }
 
 // createTemp creates a temp file for a put and registers it as live, so a
@@ -132,8 +135,16 @@ func (s *Store) finish(f *os.File, hash string, size int64) error {
 		wb.mu.Unlock()
 		return s.commit(f, hash)
 	}
-	for wb.unsettled >= maxUnsettled && wb.pending[hash] == nil {
+	for wb.unsettled >= wb.limit && wb.pending[hash] == nil {
+		wb.waiting++
 		wb.changed.Wait()
+		wb.waiting--
+		if wb.closed {
+			// Close was called meanwhile and may have returned: do not
+			// start a syncer behind its back.
+			wb.mu.Unlock()
+			return s.commit(f, hash)
+		}
 	}
 	if wb.pending[hash] != nil {
 		// The same bytes are already on their way; that put makes them
