@@ -285,8 +285,9 @@ func (p *Provider) blobPut(ctx context.Context, c *core.Caller, params json.RawM
 		return nil, err
 	}
 	// The reply hands out the ref, which the caller may record anywhere:
-	// the blob must be durable first.
-	if err := p.store.Flush(); err != nil {
+	// the blob must be durable first. FlushBlob, not Flush: a failed sync
+	// of this put may be reported to another caller's Flush.
+	if err := p.store.FlushBlob(hash); err != nil {
 		return nil, fmt.Errorf("blob.put: %w", err)
 	}
 	return BlobPutResult{Ref: cas.Ref(hash), Hash: hash, Size: int64(len(data))}, nil

@@ -2,6 +2,7 @@ package cas
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -298,5 +299,76 @@ func TestCloseWhilePutWaitsForRoom(t *testing.T) {
 			t.Fatalf("round %d: a put that waited across Close returned before its sync (in place: %v, syncer running: %v)",
 				i, inPlace(s, Sum(second)), running)
 		}
+	}
+}
+
+// syncScript drives the syncer per temp file: the n-th file synced (in
+// hand-over order of the test's puts) gets the n-th step.
+type syncScript struct {
+	mu    sync.Mutex
+	steps []func(f *os.File) error
+	n     int
+}
+
+func script(s *Store, steps ...func(f *os.File) error) *syncScript {
+	sc := &syncScript{steps: steps}
+	s.syncFile = func(f *os.File) error {
+		sc.mu.Lock()
+		step := sc.steps[min(sc.n, len(sc.steps)-1)]
+		sc.n++
+		sc.mu.Unlock()
+		return step(f)
+	}
+	return sc
+}
+
+// TestFlushBlobSeesFailureTakenByAnotherFlush: Flush reports a failed sync
+// to the first Flush that covers it; the uploader whose put it was must
+// still learn its blob is not durable, also when the same bytes are being
+// stored again by someone else.
+func TestFlushBlobSeesFailureTakenByAnotherFlush(t *testing.T) {
+	s := openStore(t)
+	boom := errors.New("EIO")
+	release := make(chan struct{})
+	script(s,
+		func(*os.File) error { return boom },                  // the uploader's put
+		func(f *os.File) error { <-release; return f.Sync() }, // someone's re-put
+		func(f *os.File) error { return f.Sync() })
+	data := []byte("uploaded")
+	h, err := s.Put(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Flush(); !errors.Is(err, boom) { // another caller's Flush takes the failure
+		t.Fatalf("Flush = %v", err)
+	}
+	if err := s.FlushBlob(h); err == nil {
+		t.Fatal("FlushBlob = nil for a blob whose sync failed")
+	}
+	// Someone stores the same bytes again; while that put is pending the
+	// blob is present (Has) but not durable: FlushBlob waits for it.
+	if _, err := s.Put(data); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.FlushBlob(h) }()
+	waitFor(s, func(wb *behind) bool { return wb.flushing == 1 })
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatalf("FlushBlob of a re-put blob: %v", err)
+	}
+	if !inPlace(s, h) || s.isPending(h) {
+		t.Fatal("FlushBlob returned before the blob was durable")
+	}
+	// A failure of some other blob does not fail FlushBlob of a durable one.
+	script(s, func(*os.File) error { return boom })
+	if _, err := s.Put([]byte("other")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.FlushBlob(h); err != nil {
+		t.Fatalf("FlushBlob of a durable blob = %v", err)
+	}
+	if _, err := s.Get(Sum([]byte("other"))); rpc.CodeOf(err) != rpc.NotFound {
+		t.Fatalf("the failed blob is served: %v", err)
 	}
 }

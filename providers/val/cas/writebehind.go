@@ -1,6 +1,7 @@
 package cas
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -324,6 +325,45 @@ func (s *Store) Flush() error {
 		wb.failures = kept
 	}
 	return first
+}
+
+// FlushBlob flushes and returns nil only if the blob hash is then durable:
+// synced and in its place, not merely pending. Whoever hands out the hash
+// of its own put calls it rather than Flush: Flush reports a failed sync to
+// the first Flush that covers it, which may be another caller's, and a put
+// of bytes already pending relies on the earlier put's sync. An error of
+// another blob's sync does not fail it.
+func (s *Store) FlushBlob(hash string) error {
+	if err := ValidHash(hash); err != nil {
+		return err
+	}
+	var err error
+	// The second round covers a put of the same bytes handed over after
+	// the first Flush began (stored again after a failure).
+	for range 2 {
+		err = s.Flush()
+		if s.durable(hash) {
+			return nil
+		}
+		if !s.isPending(hash) {
+			break
+		}
+	}
+	if err == nil {
+		err = errors.New("its sync failed (reported to another caller; see the kernel log) or it was deleted")
+	}
+	return fmt.Errorf("blob %s was not made durable: %w; store it again", hash, err)
+}
+
+// durable reports whether the blob is in its place and no put of it is
+// pending. Checked in that order: a blob found in place and then not
+// pending was renamed by a put that has since settled (synced its
+// directories) or was already there.
+func (s *Store) durable(hash string) bool {
+	if _, err := os.Stat(s.path(hash)); err != nil {
+		return false
+	}
+	return !s.isPending(hash)
 }
 
 // Close flushes pending puts. Puts after Close still work but are synced
