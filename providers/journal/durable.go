@@ -104,8 +104,12 @@ func walkSeqsDown(tx *bolt.Tx, channel string, top uint64, fn func(seq, id uint6
 		// Rows are keyed by entry_id, alone or in blocks (rowData).
 		c := tx.Bucket(bucketRows).Cursor()
 		k, v := seekLE(c, top+1)
+		var above uint64 // the first id of the block walked before, 0 at first
 		for ; k != nil; k, v = c.Prev() {
 			first := binary.BigEndian.Uint64(k)
+			if err := adjoins(first, blockRows(v), &above, "rows"); err != nil {
+				return err
+			}
 			for i := min(blockRows(v)-1, top+1-first); ; i-- {
 				if id := first + i; !fn(id-1, id) {
 					return nil
@@ -119,12 +123,16 @@ func walkSeqsDown(tx *bolt.Tx, channel string, top uint64, fn func(seq, id uint6
 	}
 	c := tx.Bucket(bucketSeqTranscript).Cursor()
 	k, v := seekLE(c, top)
+	var above uint64
 	for ; k != nil; k, v = c.Prev() {
 		first := binary.BigEndian.Uint64(k)
 		if len(v) == 0 || len(v)%8 != 0 {
 			return fmt.Errorf("transcript seq block %d is malformed (%d bytes); the journal file is damaged", first, len(v))
 		}
 		n := uint64(len(v) / 8)
+		if err := adjoins(first, n, &above, "transcript seqs"); err != nil {
+			return err
+		}
 		for i := min(n-1, top-first); ; i-- {
 			if !fn(first+i, binary.BigEndian.Uint64(v[i*8:])) {
 				return nil
@@ -134,6 +142,18 @@ func walkSeqsDown(tx *bolt.Tx, channel string, top uint64, fn func(seq, id uint6
 			}
 		}
 	}
+	return nil
+}
+
+// adjoins checks that a block of n numbers from first ends right below
+// the block walked before it (whose first number is *above, 0 for none),
+// then makes it that block. Blocks that overlap or leave a gap would
+// repeat or skip seqs.
+func adjoins(first, n uint64, above *uint64, what string) error {
+	if *above != 0 && first+n != *above {
+		return fmt.Errorf("%s %d to %d are followed by %d; the journal file is damaged", what, first, first+n-1, *above)
+	}
+	*above = first
 	return nil
 }
 
