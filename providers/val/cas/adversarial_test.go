@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 	"testing/iotest"
+	"time"
 
 	"github.com/shoal-sh/shoal/core/rpc"
 )
@@ -370,5 +371,227 @@ func TestFlushBlobSeesFailureTakenByAnotherFlush(t *testing.T) {
 	}
 	if _, err := s.Get(Sum([]byte("other"))); rpc.CodeOf(err) != rpc.NotFound {
 		t.Fatalf("the failed blob is served: %v", err)
+	}
+}
+
+// failingWriterTo hands over n bytes (in chunk-sized and odd writes), then
+// fails, as a source whose producer died would.
+type failingWriterTo struct{ data []byte }
+
+func (f *failingWriterTo) Read([]byte) (int, error) { panic("io.Copy should use WriteTo") }
+
+func (f *failingWriterTo) WriteTo(w io.Writer) (int64, error) {
+	n, err := w.Write(f.data)
+	if err != nil {
+		return int64(n), err
+	}
+	return int64(n), errors.New("producer died")
+}
+
+// TestPutReaderSourceErrorLeavesNothing: a source failing midway, through
+// either way the store takes bytes, fails the put and leaves nothing.
+func TestPutReaderSourceErrorLeavesNothing(t *testing.T) {
+	s := openStore(t)
+	g := hold(t, s) // nothing may reach the syncer
+	sources := map[string]io.Reader{
+		"reader, whole chunks":  &failingReader{n: 2 * chunkSize},
+		"reader, partial chunk": &failingReader{n: chunkSize/2 + 3},
+		"reader, nothing":       &failingReader{n: 0},
+		"writer, lent chunks":   &failingWriterTo{data: randBytes(t, 2*chunkSize+9)},
+		"writer, small":         &failingWriterTo{data: []byte("abc")},
+	}
+	for name, src := range sources {
+		if h, n, err := s.PutReader(src); err == nil || h != "" {
+			t.Fatalf("%s: PutReader = %s, %d, %v", name, h, n, err)
+		}
+		checkSettled(t, s)
+	}
+	g.let()
+	flush(t, s)
+	if len(g.synced) != 0 {
+		t.Fatalf("a failed put reached the syncer: %v", g.synced)
+	}
+}
+
+// readHalf opens h and reads the first half of its bytes.
+func readHalf(t *testing.T, s *Store, h string, data []byte) io.ReadCloser {
+	t.Helper()
+	rc, n, err := s.Open(h)
+	if err != nil || n != int64(len(data)) {
+		t.Fatalf("Open: %d, %v", n, err)
+	}
+	head := make([]byte, len(data)/2)
+	if _, err := io.ReadFull(rc, head); err != nil || !bytes.Equal(head, data[:len(head)]) {
+		t.Fatalf("first half: %v", err)
+	}
+	return rc
+}
+
+// readRest reads the rest of a reader from readHalf and checks it.
+func readRest(t *testing.T, rc io.ReadCloser, data []byte) {
+	t.Helper()
+	defer rc.Close()
+	rest, err := io.ReadAll(rc)
+	if err != nil || !bytes.Equal(rest, data[len(data)/2:]) {
+		t.Fatalf("rest of the stream: %d bytes, %v", len(rest), err)
+	}
+}
+
+// TestStreamsOutliveTheirFile: a reader keeps streaming the bytes it
+// opened, checked, when the file under it is renamed into place, deleted,
+// collected or dropped after a failed sync; later reads see the change.
+func TestStreamsOutliveTheirFile(t *testing.T) {
+	data := randBytes(t, 3*chunkSize+11)
+	h := Sum(data)
+
+	t.Run("pending, renamed into place", func(t *testing.T) {
+		s := openStore(t)
+		g := hold(t, s)
+		s.Put(data)
+		rc := readHalf(t, s, h, data)
+		g.let()
+		flush(t, s)
+		if !inPlace(s, h) {
+			t.Fatal("not in place after Flush")
+		}
+		readRest(t, rc, data)
+	})
+	t.Run("pending, deleted", func(t *testing.T) {
+		s := openStore(t)
+		g := hold(t, s)
+		s.Put(data)
+		rc := readHalf(t, s, h, data)
+		if err := s.Delete(h); err != nil {
+			t.Fatal(err)
+		}
+		g.let()
+		flush(t, s)
+		readRest(t, rc, data)
+		if _, err := s.Get(h); rpc.CodeOf(err) != rpc.NotFound {
+			t.Fatalf("Get after Delete: %v", err)
+		}
+		checkSettled(t, s)
+	})
+	t.Run("pending, sync failed", func(t *testing.T) {
+		s := openStore(t)
+		g := hold(t, s)
+		s.Put(data)
+		g.failAll(t, s, errors.New("EIO"))
+		rc := readHalf(t, s, h, data)
+		g.let()
+		if err := s.Flush(); err == nil {
+			t.Fatal("Flush missed the failure")
+		}
+		readRest(t, rc, data)
+		if _, _, err := s.Open(h); rpc.CodeOf(err) != rpc.NotFound {
+			t.Fatalf("Open after a failed sync: %v", err)
+		}
+		checkSettled(t, s)
+	})
+	t.Run("in place, collected", func(t *testing.T) {
+		s := openStore(t)
+		s.Put(data)
+		age(t, s, h, time.Hour)
+		rc := readHalf(t, s, h, data)
+		if st, err := s.GC(func(string) bool { return false }, time.Minute); err != nil || st.Removed != 1 {
+			t.Fatalf("GC: %+v, %v", st, err)
+		}
+		readRest(t, rc, data)
+		if s.Has(h) {
+			t.Fatal("collected blob still present")
+		}
+	})
+}
+
+// TestDeleteRacesPut: puts and deletes of one blob at once leave the store
+// consistent: once flushed, the blob is either in place with its bytes or
+// absent everywhere, and nothing is left over.
+func TestDeleteRacesPut(t *testing.T) {
+	s := openStore(t)
+	data := []byte("now you see me")
+	h := Sum(data)
+	var wg sync.WaitGroup
+	for range 3 {
+		wg.Go(func() {
+			for range 40 {
+				if _, err := s.Put(data); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	wg.Go(func() {
+		for range 60 {
+			if err := s.Delete(h); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	wg.Wait()
+	flush(t, s)
+	checkSettled(t, s)
+	if s.Has(h) != inPlace(s, h) {
+		t.Fatalf("Has = %v, in place = %v", s.Has(h), inPlace(s, h))
+	}
+	if s.Has(h) {
+		if got, err := s.Get(h); err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("Get: %v", err)
+		}
+	}
+	// A put now is durable after Flush, whatever came before.
+	if _, err := s.Put(data); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.FlushBlob(h); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCloseAmidPutsAndFlushes: Close while puts (some waiting for room)
+// and flushes run. Every flush succeeds, and once all have returned every
+// put's blob is in place, nothing is pending and no syncer runs.
+func TestCloseAmidPutsAndFlushes(t *testing.T) {
+	s := openStore(t)
+	s.wb.limit = 2
+	var (
+		wg     sync.WaitGroup
+		mu     sync.Mutex
+		hashes []string
+	)
+	for g := range 4 {
+		wg.Go(func() {
+			for i := range 30 {
+				h, err := s.Put(fmt.Appendf(nil, "put %d of %d", i, g%2)) // two pairs put the same bytes
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				hashes = append(hashes, h)
+				mu.Unlock()
+				if i%5 == 0 {
+					if err := s.Flush(); err != nil {
+						t.Error(err)
+					}
+				}
+			}
+		})
+	}
+	waitFor(s, func(wb *behind) bool { return wb.putSeq >= 10 })
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	s.wb.mu.Lock()
+	running := s.wb.running
+	s.wb.mu.Unlock()
+	if running {
+		t.Fatal("a syncer runs after Close and every put returned")
+	}
+	checkSettled(t, s)
+	for _, h := range hashes {
+		if !inPlace(s, h) {
+			t.Fatalf("blob %s not in place after Close", h[:8])
+		}
 	}
 }

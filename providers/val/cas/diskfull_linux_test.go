@@ -1,0 +1,71 @@
+package cas
+
+import (
+	"bytes"
+	"io"
+	"syscall"
+	"testing"
+)
+
+// fileSizeLimit makes writes past limit bytes of any file fail (EFBIG),
+// as a full disk would, until the test ends. The Go runtime ignores the
+// SIGXFSZ that comes with it.
+func fileSizeLimit(t *testing.T, limit uint64) {
+	t.Helper()
+	var old syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_FSIZE, &old); err != nil {
+		t.Skip(err)
+	}
+	lim := old
+	lim.Cur = limit
+	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &lim); err != nil {
+		t.Skip(err)
+	}
+	t.Cleanup(func() { syscall.Setrlimit(syscall.RLIMIT_FSIZE, &old) })
+}
+
+// TestWriteErrorLeavesNothing: a put whose write fails midway (the disk
+// is full) returns the error and leaves no temp file, no pending or live
+// entry and no blob, on every write path; the store works afterwards.
+func TestWriteErrorLeavesNothing(t *testing.T) {
+	s := openStore(t)
+	limit := uint64(chunkSize + chunkSize/2)
+	fileSizeLimit(t, limit)
+	small := randBytes(t, overlapMin-1) // hashed first, written in one call
+	large := randBytes(t, 3*chunkSize)  // written while hashed
+	puts := map[string]func() (string, error){
+		"Put small": func() (string, error) { return s.Put(small) },
+		"Put large": func() (string, error) { return s.Put(large) },
+		"PutReader lent": func() (string, error) {
+			h, _, err := s.PutReader(bytes.NewReader(large))
+			return h, err
+		},
+		"PutReader copied": func() (string, error) {
+			h, _, err := s.PutReader(struct{ io.Reader }{bytes.NewReader(large)})
+			return h, err
+		},
+		"PutReader irregular writes": func() (string, error) {
+			h, _, err := s.PutReader(&pieces{data: large, sizes: []int{100, chunkSize + 1, 7}})
+			return h, err
+		},
+	}
+	for name, put := range puts {
+		h, err := put()
+		if err == nil {
+			t.Fatalf("%s: a write past the file size limit succeeded (%s)", name, h)
+		}
+		if h != "" {
+			t.Fatalf("%s: failed put returned a hash", name)
+		}
+		if s.Has(Sum(small)) || s.Has(Sum(large)) {
+			t.Fatalf("%s: a failed put left a blob", name)
+		}
+		flush(t, s)
+		checkSettled(t, s)
+	}
+	if _, err := s.Put([]byte("fits")); err != nil {
+		t.Fatal(err)
+	}
+	flush(t, s)
+	checkSettled(t, s)
+}
