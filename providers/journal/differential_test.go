@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -171,6 +172,9 @@ func (m *model) checkQuery(t *testing.T, j *Journal, q Query, when string) {
 		t.Fatalf("%s: query %s:\n got %v\nwant %v", when, fmtQuery(q), ids(got), ids(want))
 	}
 	for i := range got {
+		if strings.Contains(got[i].Source, "s3cr3t") {
+			t.Fatalf("%s: row %d kept a secret: %q", when, got[i].EntryID, got[i].Source)
+		}
 		if !reflect.DeepEqual(got[i], want[i]) {
 			t.Fatalf("%s: query %s row %d:\n got %+v\nwant %+v", when, fmtQuery(q), got[i].EntryID, got[i], want[i])
 		}
@@ -221,21 +225,56 @@ func diffOptions(rng *rand.Rand, rec *recorder) Options {
 // compares random queries and channel reads with a brute-force model:
 // the same rows, in the same order, whatever is indexed and whatever is
 // still in the tail.
+//
+// The last run starts from a version 1 file, which the first Open
+// upgrades: its rows, index keys and seq map are read as they are, and
+// new rows extend them.
 func TestDifferential(t *testing.T) {
 	for seed := range uint64(3) {
-		t.Run(fmt.Sprint(seed), func(t *testing.T) { testDifferential(t, seed) })
+		t.Run(fmt.Sprint(seed), func(t *testing.T) { testDifferential(t, seed, 0) })
 	}
+	t.Run("version 1", func(t *testing.T) { testDifferential(t, 3, 400) })
 }
 
-func testDifferential(t *testing.T, seed uint64) {
+func testDifferential(t *testing.T, seed uint64, v1 int) {
 	rng := rand.New(rand.NewPCG(seed, 99))
 	path := filepath.Join(t.TempDir(), FileName)
 	m := &model{rec: &recorder{}}
+	if v1 > 0 {
+		old := make([]core.JournalRow, v1)
+		for i := range old {
+			r := diffRow(rng)
+			if r.TS == 0 {
+				r.TS = 1_000_000 + int64(i) // version 1 stamped every row
+			}
+			r.Source = Redact(r.Source)
+			if r.Effects == nil {
+				r.Effects = []string{}
+			}
+			old[i] = r
+		}
+		writeV1(t, path, old)
+		m.add(withIDs(old)...)
+		// Their events as version 1 delivered them: the payloads are
+		// built from the rows alone.
+		var tseq uint64
+		for _, r := range m.rows {
+			s := storedRow{JournalRow: r, InTranscript: r.Transcript, JournalSeq: r.EntryID - 1}
+			m.rec.Deliver(s.event(ChannelJournal))
+			if r.Transcript {
+				seq := tseq
+				s.TranscriptSeq = &seq
+				tseq++
+				m.rec.Deliver(s.event(ChannelTranscript))
+			}
+		}
+	}
 	j, err := Open(path, diffOptions(rng, m.rec))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { j.Close() }()
+	m.check(t, j, rng, 20, "opened")
 	for step := range 30 {
 		when := fmt.Sprintf("step %d", step)
 		switch r := rng.IntN(10); {
