@@ -1,12 +1,17 @@
 package val
 
 import (
+	"context"
+	"encoding/base64"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
 	"testing"
 
+	"github.com/shoal-sh/shoal/core"
 	"github.com/shoal-sh/shoal/core/rpc"
+	"github.com/shoal-sh/shoal/core/uri"
 	"github.com/shoal-sh/shoal/providers/val/cas"
 )
 
@@ -64,5 +69,76 @@ func TestBlobPutNeverAnswersALostBlob(t *testing.T) {
 	}
 	if res.(BlobPutResult).Hash != hash {
 		t.Fatal(res)
+	}
+}
+
+// TestConcurrentUploadsReadsAndCollections: blob.put of the same and
+// different bytes, shoal://val reads and blob.get of every answered ref,
+// and collections, all at once. Every answered ref is readable at once
+// and, after the provider closes, in its place on disk.
+func TestConcurrentUploadsReadsAndCollections(t *testing.T) {
+	p, h := provision(t, nil)
+	h.Provide(core.ServiceJournal, &fakeJournal{})
+	var (
+		wg       sync.WaitGroup
+		answered sync.Map // hash → text
+	)
+	for g := range 4 {
+		wg.Go(func() {
+			for i := range 15 {
+				text := fmt.Sprintf("upload %d (%d)", i, g%2) // two pairs upload the same bytes
+				res, err := call(t, p, "blob.put", map[string]string{"text": text})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				put := res.(BlobPutResult)
+				answered.Store(put.Hash, text)
+				u, _ := uri.Parse("shoal://val/" + put.Hash)
+				c, err := p.Read(context.Background(), &core.Caller{}, u)
+				if err != nil || c.Ref != put.Ref {
+					t.Errorf("read %s: %v", put.Ref, err)
+					return
+				}
+				res, err = call(t, p, "blob.get", map[string]string{"hash": put.Ref})
+				if err != nil || res.(BlobGetResult).B64 != base64.StdEncoding.EncodeToString([]byte(text)) {
+					t.Errorf("blob.get %s: %v", put.Ref, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Go(func() {
+		for range 5 {
+			if _, err := p.Collect(); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	wg.Wait()
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	answered.Range(func(k, v any) bool {
+		n++
+		hash := k.(string)
+		got, err := os.ReadFile(filepath.Join(p.Store().Dir(), hash[:2], hash[2:4], hash))
+		if err != nil || string(got) != v.(string) {
+			t.Errorf("blob %s not in place: %v", hash[:8], err)
+		}
+		return true
+	})
+	if n != 30 {
+		t.Fatalf("%d distinct uploads answered, want 30", n)
+	}
+	// After Close the store still takes uploads, durable at once.
+	res, err := call(t, p, "blob.put", map[string]string{"text": "after close"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hash := res.(BlobPutResult).Hash
+	if _, err := os.Stat(filepath.Join(p.Store().Dir(), hash[:2], hash[2:4], hash)); err != nil {
+		t.Fatalf("upload after Close not in place: %v", err)
 	}
 }
