@@ -595,3 +595,76 @@ func TestCloseAmidPutsAndFlushes(t *testing.T) {
 		}
 	}
 }
+
+// TestDirSyncFailureIsNotDurable: when the blob's file is synced and in
+// its place but its directory cannot be synced, the put is reported by
+// Flush, FlushBlob does not call the blob durable, and storing the bytes
+// again (which must not be skipped as already present) makes it durable.
+func TestDirSyncFailureIsNotDurable(t *testing.T) {
+	s := openStore(t)
+	data := []byte("entry not on disk")
+	h := Sum(data)
+	fan := filepath.Dir(s.path(h))
+	boom := errors.New("EIO on directory")
+	var mu sync.Mutex
+	failing := true
+	s.syncDir = func(dir string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if failing && dir == fan {
+			return boom
+		}
+		return fsyncDir(dir)
+	}
+	if _, err := s.Put(data); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Flush(); !errors.Is(err, boom) {
+		t.Fatalf("Flush = %v, want the directory sync failure", err)
+	}
+	if err := s.FlushBlob(h); err == nil {
+		t.Fatal("FlushBlob calls a blob durable whose directory sync failed")
+	}
+	mu.Lock()
+	failing = false
+	mu.Unlock()
+	if _, err := s.Put(data); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.FlushBlob(h); err != nil {
+		t.Fatalf("FlushBlob after storing again: %v", err)
+	}
+	if got, err := s.Get(h); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("Get: %v", err)
+	}
+}
+
+// TestFailedRepairIsNotDurable: a put meant to replace a damaged file in
+// the blob's place fails its sync; the damaged file is still there, but
+// FlushBlob must not call the blob durable.
+func TestFailedRepairIsNotDurable(t *testing.T) {
+	s := openStore(t)
+	data := []byte("to be repaired")
+	h, _ := s.Put(data)
+	flush(t, s)
+	if err := os.Truncate(s.path(h), 3); err != nil {
+		t.Fatal(err)
+	}
+	script(s, func(*os.File) error { return errors.New("EIO") })
+	if _, err := s.Put(data); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.FlushBlob(h); err == nil {
+		t.Fatal("FlushBlob = nil while only a damaged file is in place")
+	}
+	script(s, func(f *os.File) error { return f.Sync() })
+	if _, err := s.Put(data); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.FlushBlob(h); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Get(h); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("Get: %v", err)
+	}
+}

@@ -83,8 +83,10 @@ type Store struct {
 
 	// wb is the write-behind state: pending puts and the syncer.
 	wb behind
-	// syncFile makes a temp file's data durable; tests replace it.
+	// syncFile makes a temp file's data durable, syncDir a directory's
+	// entries; tests replace them.
 	syncFile func(*os.File) error
+	syncDir  func(string) error
 
 	rootsMu sync.Mutex
 	roots   map[string]Roots
@@ -118,7 +120,7 @@ func OpenWith(dir string, o Options) (*Store, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Store{dir: dir, noSync: o.NoSync, log: log, roots: map[string]Roots{}, syncFile: (*os.File).Sync}
+	s := &Store{dir: dir, noSync: o.NoSync, log: log, roots: map[string]Roots{}, syncFile: (*os.File).Sync, syncDir: fsyncDir}
 	s.wb.init()
 	return s, nil
 }
@@ -219,8 +221,8 @@ func (s *Store) PutReader(r io.Reader) (hash string, size int64, err error) {
 // pending, refreshing its age when it exists so that a collection running
 // now keeps it.
 func (s *Store) present(hash string, size int64) bool {
-	if _, psize, ok := s.pendingFile(hash); ok && psize == size {
-		return true
+	if pending, ok := s.skippable(hash, size); !ok || pending {
+		return pending
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
@@ -236,8 +238,9 @@ func (s *Store) present(hash string, size int64) bool {
 
 // commit makes the temp file f durable and renames it into place before
 // returning: the inline path, used when syncing is off or after Close.
-func (s *Store) commit(f *os.File, hash string) error {
+func (s *Store) commit(f *os.File, hash string) (err error) {
 	defer s.forget(f.Name())
+	defer func() { s.settled(hash, err) }()
 	if !s.noSync {
 		if err := s.syncFile(f); err != nil {
 			return s.abandon(f, fmt.Errorf("store blob %s: sync: %w", hash, err))
@@ -270,7 +273,7 @@ func (s *Store) commit(f *os.File, hash string) error {
 		dirs = append(dirs, filepath.Dir(fan), s.dir)
 	}
 	for _, d := range dirs {
-		if err := syncDir(d); err != nil {
+		if err := s.syncDir(d); err != nil {
 			return fmt.Errorf("store blob %s: sync %s: %w", hash, d, err)
 		}
 	}
@@ -285,7 +288,7 @@ func (s *Store) abandon(f *os.File, err error) error {
 	return err
 }
 
-func syncDir(dir string) error {
+func fsyncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return err

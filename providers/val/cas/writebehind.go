@@ -67,6 +67,12 @@ type behind struct {
 	closed    bool   // Close was called: puts sync inline
 
 	failures []*failure
+	// failed holds the hashes whose last settled put failed. Such a blob
+	// may still be in its place (its directory sync failed, or an older
+	// damaged file is there) but is not durable: a put of it is not
+	// skipped as already present, and FlushBlob does not accept it,
+	// until a put of it settles.
+	failed map[string]struct{}
 	tickets  uint64 // flush calls started
 	flushing int    // flush calls in progress
 }
@@ -75,6 +81,7 @@ func (b *behind) init() {
 	b.changed.L = &b.mu
 	b.pending = map[string]*pendingBlob{}
 	b.live = map[string]struct{}{}
+	b.failed = map[string]struct{}{}
 	b.limit = maxUnsettled
 }
 
@@ -192,6 +199,9 @@ func (s *Store) syncLoop() {
 			delete(wb.live, filepath.Base(p.f.Name()))
 			if errs[i] != nil {
 				wb.failures = append(wb.failures, &failure{seq: p.seq, err: errs[i]})
+				wb.failed[p.hash] = struct{}{}
+			} else if !p.deleted {
+				delete(wb.failed, p.hash)
 			}
 		}
 		wb.doneSeq = batch[len(batch)-1].seq
@@ -200,7 +210,7 @@ func (s *Store) syncLoop() {
 		wb.mu.Unlock()
 		for i, p := range batch {
 			if errs[i] != nil {
-				s.log.Error("content store: a stored blob could not be made durable and was dropped", "hash", p.hash, "err", errs[i])
+				s.log.Error("content store: a stored blob could not be made durable", "hash", p.hash, "err", errs[i])
 			}
 		}
 	}
@@ -268,7 +278,7 @@ func (s *Store) settle(batch []*pendingBlob) []error {
 	}
 	s.mu.RUnlock()
 	for d, who := range dirs {
-		if err := syncDir(d); err != nil {
+		if err := s.syncDir(d); err != nil {
 			for _, i := range who {
 				if errs[i] == nil {
 					errs[i] = fmt.Errorf("store blob %s: sync %s: %w", batch[i].hash, d, err)
@@ -355,15 +365,42 @@ func (s *Store) FlushBlob(hash string) error {
 	return fmt.Errorf("blob %s was not made durable: %w; store it again", hash, err)
 }
 
-// durable reports whether the blob is in its place and no put of it is
-// pending. Checked in that order: a blob found in place and then not
-// pending was renamed by a put that has since settled (synced its
-// directories) or was already there.
+// durable reports whether the blob is in its place, no put of it is
+// pending and its last settled put did not fail. Checked in that order: a
+// blob found in place and then not pending was renamed by a put that has
+// since settled (synced its directories) or was already there.
 func (s *Store) durable(hash string) bool {
 	if _, err := os.Stat(s.path(hash)); err != nil {
 		return false
 	}
-	return !s.isPending(hash)
+	s.wb.mu.Lock()
+	defer s.wb.mu.Unlock()
+	_, failed := s.wb.failed[hash]
+	return s.wb.pending[hash] == nil && !failed
+}
+
+// settled records the outcome of a put synced inline.
+func (s *Store) settled(hash string, err error) {
+	s.wb.mu.Lock()
+	defer s.wb.mu.Unlock()
+	if err != nil {
+		s.wb.failed[hash] = struct{}{}
+	} else {
+		delete(s.wb.failed, hash)
+	}
+}
+
+// skippable reports whether a put of hash may rely on a pending put of
+// it (of that size) or on a file in its place: not when the last put of
+// it failed.
+func (s *Store) skippable(hash string, size int64) (pending, ok bool) {
+	s.wb.mu.Lock()
+	defer s.wb.mu.Unlock()
+	if _, failed := s.wb.failed[hash]; failed {
+		return false, false
+	}
+	p := s.wb.pending[hash]
+	return p != nil && p.size == size, true
 }
 
 // Close flushes pending puts. Puts after Close still work but are synced
