@@ -72,7 +72,7 @@ type behind struct {
 	// damaged file is there) but is not durable: a put of it is not
 	// skipped as already present, and FlushBlob does not accept it,
 	// until a put of it settles.
-	failed map[string]struct{}
+	failed   map[string]struct{}
 	tickets  uint64 // flush calls started
 	flushing int    // flush calls in progress
 }
