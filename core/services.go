@@ -52,9 +52,11 @@ type Blobs interface {
 	// Has reports whether a blob is present.
 	Has(hash string) bool
 	// Flush returns once every blob put before the call is durable (puts
-	// return before their fsync). Whoever hands out a blob's ref calls it
-	// first.
+	// return before their fsync).
 	Flush() error
+	// FlushBlob flushes and returns nil only if that blob is durable; it
+	// is what whoever hands out the ref of its own put calls first.
+	FlushBlob(hash string) error
 }
 
 // ExecRequest asks the session evaluator to run source.

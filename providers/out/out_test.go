@@ -33,8 +33,9 @@ func (b *memBlobs) Get(h string) ([]byte, error) {
 	}
 	return d, nil
 }
-func (b *memBlobs) Has(h string) bool { _, err := b.Get(h); return err == nil }
-func (b *memBlobs) Flush() error      { return nil }
+func (b *memBlobs) Has(h string) bool      { _, err := b.Get(h); return err == nil }
+func (b *memBlobs) Flush() error           { return nil }
+func (b *memBlobs) FlushBlob(string) error { return nil }
 
 func hexOf(b []byte) []byte {
 	const digits = "0123456789abcdef"

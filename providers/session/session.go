@@ -412,14 +412,7 @@ func (p *Provider) flushBlob(valRef string) error {
 	if err != nil {
 		return nil
 	}
-	if err := blobs.Flush(); err != nil {
-		return err
-	}
-	if !blobs.Has(strings.TrimPrefix(valRef, "val:blake3:")) {
-		// Another caller's Flush took the failure of this put.
-		return fmt.Errorf("the content store lost %s while making it durable (see the kernel log)", valRef)
-	}
-	return nil
+	return blobs.FlushBlob(strings.TrimPrefix(valRef, "val:blake3:"))
 }
 
 // preview is the bounded preview of a value. A value marked as coming
