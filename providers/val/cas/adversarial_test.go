@@ -170,7 +170,8 @@ func stress(t *testing.T, limit int) {
 			}
 		})
 	}
-	for range 2 {
+	// until runs step in a goroutine of others until stop closes.
+	until := func(step func(i int)) {
 		others.Go(func() {
 			for i := 0; ; i++ {
 				select {
@@ -178,49 +179,33 @@ func stress(t *testing.T, limit int) {
 					return
 				default:
 				}
-				returned.Range(func(h, k any) bool {
-					if err := readBack(s, h.(string), set.data[k.(int)]); err != nil {
-						report(err)
-					}
-					return true
-				})
+				step(i)
 			}
 		})
 	}
-	others.Go(func() { // garbage for the collector
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			if _, err := s.Put(fmt.Appendf(nil, "garbage %d", i)); err != nil {
-				report(err)
-			}
+	for range 2 {
+		until(func(int) {
+			returned.Range(func(h, k any) bool {
+				if err := readBack(s, h.(string), set.data[k.(int)]); err != nil {
+					report(err)
+				}
+				return true
+			})
+		})
+	}
+	until(func(i int) { // garbage for the collector
+		if _, err := s.Put(fmt.Appendf(nil, "garbage %d", i)); err != nil {
+			report(err)
 		}
 	})
-	others.Go(func() {
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			if _, err := s.GC(set.has, 0); err != nil {
-				report(err)
-			}
+	until(func(int) {
+		if _, err := s.GC(set.has, 0); err != nil {
+			report(err)
 		}
 	})
-	others.Go(func() {
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			if err := s.Flush(); err != nil {
-				report(fmt.Errorf("Flush: %w", err))
-			}
+	until(func(int) {
+		if err := s.Flush(); err != nil {
+			report(fmt.Errorf("Flush: %w", err))
 		}
 	})
 	putters.Wait()
