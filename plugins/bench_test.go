@@ -132,10 +132,12 @@ func BenchmarkRead(b *testing.B) {
 // its tests cannot import boot): the set as the kernel sees it.
 type kernelHost struct{ s *Set }
 
-func (h kernelHost) Providers() []core.Provider                  { return h.s.Providers() }
-func (h kernelHost) Validator(name string) (bus.Validator, bool) { return h.s.Validator(name) }
-func (h kernelHost) Status() any                                 { return h.s.Status() }
-func (h kernelHost) Close() error                                { return h.s.Close() }
+func (h kernelHost) Providers() []core.Provider { return h.s.Providers() }
+func (h kernelHost) Bind(name, channel string) (bus.Validator, error) {
+	return h.s.Bind(name, channel)
+}
+func (h kernelHost) Status() any  { return h.s.Status() }
+func (h kernelHost) Close() error { return h.s.Close() }
 
 // startKernel starts a full kernel (every built-in family, plugins loading
 // in the background as boot starts them) on stateDir, whose

@@ -2,12 +2,15 @@ package plugins_test
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/shoal-sh/shoal/core/kernel"
+	"github.com/shoal-sh/shoal/internal/boot"
 	"github.com/shoal-sh/shoal/internal/testkernel"
 	"github.com/shoal-sh/shoal/plugins"
 	"github.com/shoal-sh/shoal/sdk/client"
@@ -98,6 +101,27 @@ func TestKernelPluginFailsLate(t *testing.T) {
 	}
 	if !foundKV || len(res.Warnings) != 1 || !strings.Contains(res.Warnings[0], "plugin raw: failed to load") {
 		t.Errorf("resources.list: %+v", res)
+	}
+}
+
+// TestBindingOutsideDeclaredChannels: config.toml binding a validator to a
+// channel its manifest does not declare stops the kernel at start with
+// both names, instead of failing every publish later.
+func TestBindingOutsideDeclaredChannels(t *testing.T) {
+	dir := testkernel.ShortDir(t)
+	cfg := "[[events.channel]]\nname = \"user.deploy.v1\"\nvalidator = \"buildcheck\"\n"
+	if err := os.WriteFile(filepath.Join(dir, "config.toml"), []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	k, err := boot.NewKernel(kernel.Options{StateDir: dir, PluginDirs: []string{plugins.BuildcheckFolder(t)}})
+	if err == nil {
+		k.Stop()
+		t.Fatal("the kernel started with a validator bound to a channel it does not declare")
+	}
+	for _, want := range []string{"user.deploy.v1", "buildcheck", "declares channels user.build.v1"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
 	}
 }
 

@@ -151,8 +151,26 @@ func TestExampleBuildcheck(t *testing.T) {
 	}
 	// Bound to a channel it does not declare: a configuration error, not a verdict.
 	wantCode(t, v("user.deploy.v1", json.RawMessage(`{}`)), rpc.PluginError, "declares channels user.build.v1", "config.toml")
+
+	// Binding refuses that at start for a channel; a pattern is checked
+	// per channel at publish.
+	if _, err := s.Bind("buildcheck", "user.deploy.v1"); err == nil || !strings.Contains(err.Error(), "declares channels user.build.v1, not user.deploy.v1") {
+		t.Errorf("Bind to an undeclared channel: %v", err)
+	}
+	if _, err := s.Bind("nope", "user.build.v1"); err == nil || !strings.Contains(err.Error(), "loaded: buildcheck") {
+		t.Errorf("Bind to an unknown validator: %v", err)
+	}
+	for _, ch := range []string{"user.build.v1", "user.build.*"} {
+		if bv, err := s.Bind("buildcheck", ch); err != nil || bv("user.build.v1", json.RawMessage(`{"phase":"queued"}`)) != nil {
+			t.Errorf("Bind(%s): %v", ch, err)
+		}
+	}
 }
 
 // KVFolder is a ready kv plugin folder (module built once per test
 // binary), for the external end-to-end tests in package plugins_test.
 func KVFolder(t testing.TB) string { return exampleFolder(t, "kv", kvWasm(t)) }
+
+// BuildcheckFolder is a ready buildcheck validator folder, for package
+// plugins_test.
+func BuildcheckFolder(t testing.TB) string { return exampleFolder(t, "buildcheck", buildcheckWasm(t)) }

@@ -52,6 +52,31 @@ func compileSchema(name string, schema []byte) (*jsonschema.Schema, error) {
 // refuse, and an *rpc.Error PLUGIN_ERROR when the plugin could not give a
 // verdict (trap, deadline, malformed answer) or is bound to a channel it
 // does not declare.
+// Bind returns the validator plugin called name for a channel an operator
+// binds to it, refusing at start what every publish would refuse: a name
+// that is not a validator plugin, and a channel (not a pattern) outside
+// the channels its manifest declares. A pattern binding is checked per
+// channel at publish.
+func (s *Set) Bind(name, channel string) (bus.Validator, error) {
+	p, ok := s.byName[name]
+	if !ok || p.man.Kind != KindValidator {
+		var names []string
+		for _, q := range s.plugins {
+			if q.man.Kind == KindValidator {
+				names = append(names, q.name)
+			}
+		}
+		if len(names) == 0 {
+			return nil, fmt.Errorf("validator %q is not a loaded validator plugin (none is loaded)", name)
+		}
+		return nil, fmt.Errorf("validator %q is not a loaded validator plugin (loaded: %s)", name, strings.Join(names, ", "))
+	}
+	if !strings.HasSuffix(channel, "*") && !p.handles(channel) {
+		return nil, fmt.Errorf("validator %q declares channels %s, not %s: bind it only to those", name, strings.Join(p.man.Validator.Channels, ", "), channel)
+	}
+	return p.validatePayload, nil
+}
+
 func (s *Set) Validator(name string) (bus.Validator, bool) {
 	p, ok := s.byName[name]
 	if !ok || p.man.Kind != KindValidator {

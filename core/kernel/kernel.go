@@ -40,7 +40,9 @@ var StaticChannels = []string{"journal", "approval", "render", "session.transcri
 // adapts package plugins to it, so the kernel does not import the host.
 type PluginHost interface {
 	Providers() []core.Provider
-	Validator(name string) (bus.Validator, bool)
+	// Bind returns the validator plugin called name for channel, or why
+	// it cannot check that channel.
+	Bind(name, channel string) (bus.Validator, error)
 	Status() any
 	Close() error
 }
@@ -226,9 +228,9 @@ func (k *Kernel) bindChannels() error {
 			if k.plugins == nil {
 				return fmt.Errorf("channel %s: validator %q: no plugins are loaded", d.Name, d.Validator)
 			}
-			v, ok := k.plugins.Validator(d.Validator)
-			if !ok {
-				return fmt.Errorf("channel %s: validator %q is not a loaded validator plugin", d.Name, d.Validator)
+			v, err := k.plugins.Bind(d.Validator, d.Name)
+			if err != nil {
+				return fmt.Errorf("channel %s: %w", d.Name, err)
 			}
 			uc.Validate = v
 		}

@@ -25,8 +25,8 @@ func NewKernel(opts kernel.Options) (*kernel.Kernel, error) {
 type pluginHost struct{ s *plugins.Set }
 
 func (h pluginHost) Providers() []core.Provider { return h.s.Providers() }
-func (h pluginHost) Validator(name string) (bus.Validator, bool) {
-	return h.s.Validator(name)
+func (h pluginHost) Bind(name, channel string) (bus.Validator, error) {
+	return h.s.Bind(name, channel)
 }
 func (h pluginHost) Status() any  { return h.s.Status() }
 func (h pluginHost) Close() error { return h.s.Close() }
