@@ -52,14 +52,21 @@ func compileSchema(name string, schema []byte) (*jsonschema.Schema, error) {
 // refuse, and an *rpc.Error PLUGIN_ERROR when the plugin could not give a
 // verdict (trap, deadline, malformed answer) or is bound to a channel it
 // does not declare.
-// Bind returns the validator plugin called name for a channel an operator
-// binds to it, refusing at start what every publish would refuse: a name
-// that is not a validator plugin, and a channel (not a pattern) outside
-// the channels its manifest declares. A pattern binding is checked per
-// channel at publish.
+func (s *Set) Validator(name string) (bus.Validator, bool) {
+	p := s.validator(name)
+	if p == nil {
+		return nil, false
+	}
+	return p.validatePayload, true
+}
+
+// Bind is Validator for a channel an operator binds to it, refusing at
+// start what every publish would refuse: a name that is not a validator
+// plugin, and a channel (not a pattern) outside the channels its manifest
+// declares. A pattern binding is checked per channel at publish.
 func (s *Set) Bind(name, channel string) (bus.Validator, error) {
-	p, ok := s.byName[name]
-	if !ok || p.man.Kind != KindValidator {
+	p := s.validator(name)
+	if p == nil {
 		var names []string
 		for _, q := range s.plugins {
 			if q.man.Kind == KindValidator {
@@ -77,12 +84,12 @@ func (s *Set) Bind(name, channel string) (bus.Validator, error) {
 	return p.validatePayload, nil
 }
 
-func (s *Set) Validator(name string) (bus.Validator, bool) {
-	p, ok := s.byName[name]
-	if !ok || p.man.Kind != KindValidator {
-		return nil, false
+// validator is the validator plugin called name, or nil.
+func (s *Set) validator(name string) *plugin {
+	if p, ok := s.byName[name]; ok && p.man.Kind == KindValidator {
+		return p
 	}
-	return p.validatePayload, true
+	return nil
 }
 
 func (p *plugin) validatePayload(channel string, payload json.RawMessage) error {

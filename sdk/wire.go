@@ -36,13 +36,8 @@ func (r *reader) fail(format string, args ...any) {
 }
 
 func (r *reader) ws() {
-	for r.i < len(r.b) {
-		switch r.b[r.i] {
-		case ' ', '\t', '\n', '\r':
-			r.i++
-		default:
-			return
-		}
+	for r.i < len(r.b) && isSpace(r.b[r.i]) {
+		r.i++
 	}
 }
 
