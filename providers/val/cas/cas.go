@@ -252,25 +252,9 @@ func (s *Store) commit(f *os.File, hash string) (err error) {
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	dst := s.path(hash)
-	fan := filepath.Dir(dst)
-	_, statErr := os.Stat(fan)
-	if err := os.MkdirAll(fan, 0o700); err != nil {
-		os.Remove(f.Name())
-		return fmt.Errorf("store blob %s: %w", hash, err)
-	}
-	if err := os.Rename(f.Name(), dst); err != nil {
-		os.Remove(f.Name())
-		return fmt.Errorf("store blob %s: %w", hash, err)
-	}
-	if s.noSync {
-		return nil
-	}
-	dirs := []string{fan}
-	if statErr != nil {
-		// The fan-out directories are new: their own entries must reach
-		// the disk too, or the blob could vanish with them in a crash.
-		dirs = append(dirs, filepath.Dir(fan), s.dir)
+	dirs, err := s.place(f.Name(), hash)
+	if err != nil || s.noSync {
+		return err
 	}
 	for _, d := range dirs {
 		if err := s.syncDir(d); err != nil {
@@ -278,6 +262,31 @@ func (s *Store) commit(f *os.File, hash string) (err error) {
 		}
 	}
 	return nil
+}
+
+// place renames the synced temp file name into the blob's place, creating
+// its fan-out directories, and returns the directories whose entries must
+// be synced for the blob to survive a crash. On failure the temp file is
+// removed. The caller holds s.mu shared.
+func (s *Store) place(name, hash string) (dirs []string, err error) {
+	dst := s.path(hash)
+	fan := filepath.Dir(dst)
+	_, statErr := os.Stat(fan)
+	if err := os.MkdirAll(fan, 0o700); err != nil {
+		os.Remove(name)
+		return nil, fmt.Errorf("store blob %s: %w", hash, err)
+	}
+	if err := os.Rename(name, dst); err != nil {
+		os.Remove(name)
+		return nil, fmt.Errorf("store blob %s: %w", hash, err)
+	}
+	dirs = []string{fan}
+	if statErr != nil {
+		// The fan-out directories are new: their own entries must reach
+		// the disk too, or the blob could vanish with them in a crash.
+		dirs = append(dirs, filepath.Dir(fan), s.dir)
+	}
+	return dirs, nil
 }
 
 // abandon closes and removes a temp file, returning err.

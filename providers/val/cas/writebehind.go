@@ -239,7 +239,6 @@ func (s *Store) settle(batch []*pendingBlob) []error {
 	wg.Wait()
 
 	dirs := map[string][]int{} // directory to sync → blobs that need it
-	need := func(d string, i int) { dirs[d] = append(dirs[d], i) }
 	s.mu.RLock()
 	for i, p := range batch {
 		name := p.f.Name()
@@ -255,25 +254,13 @@ func (s *Store) settle(batch []*pendingBlob) []error {
 			os.Remove(name)
 			continue
 		}
-		dst := s.path(p.hash)
-		fan := filepath.Dir(dst)
-		_, statErr := os.Stat(fan)
-		if err := os.MkdirAll(fan, 0o700); err != nil {
-			os.Remove(name)
-			errs[i] = fmt.Errorf("store blob %s: %w", p.hash, err)
+		placed, err := s.place(name, p.hash)
+		if err != nil {
+			errs[i] = err
 			continue
 		}
-		if err := os.Rename(name, dst); err != nil {
-			os.Remove(name)
-			errs[i] = fmt.Errorf("store blob %s: %w", p.hash, err)
-			continue
-		}
-		need(fan, i)
-		if statErr != nil {
-			// New fan-out directories: their own entries must reach the
-			// disk too, or the blob could vanish with them in a crash.
-			need(filepath.Dir(fan), i)
-			need(s.dir, i)
+		for _, d := range placed {
+			dirs[d] = append(dirs[d], i)
 		}
 	}
 	s.mu.RUnlock()
