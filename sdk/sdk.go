@@ -189,12 +189,16 @@ type description struct {
 // natively; abi_wasip1.go only moves bytes across the module boundary.
 // Each returns a complete response envelope and never panics.
 
+// recoverInto, deferred by a handler, turns a panic into the handler's
+// answer: a panic envelope instead of a trapped module.
+func recoverInto(resp *[]byte) {
+	if r := recover(); r != nil {
+		*resp = panicEnvelope(r)
+	}
+}
+
 func handleDescribe() (resp []byte) {
-	defer func() {
-		if r := recover(); r != nil {
-			resp = panicEnvelope(r)
-		}
-	}()
+	defer recoverInto(&resp)
 	switch {
 	case registered.provider != nil:
 		p := registered.provider
@@ -212,11 +216,7 @@ func handleDescribe() (resp []byte) {
 }
 
 func handleRead(req []byte) (resp []byte) {
-	defer func() {
-		if r := recover(); r != nil {
-			resp = panicEnvelope(r)
-		}
-	}()
+	defer recoverInto(&resp)
 	p := registered.provider
 	if p == nil {
 		return errorEnvelope(Failed, "this module registered no provider")
@@ -237,11 +237,7 @@ func handleRead(req []byte) (resp []byte) {
 }
 
 func handleList(req []byte) (resp []byte) {
-	defer func() {
-		if r := recover(); r != nil {
-			resp = panicEnvelope(r)
-		}
-	}()
+	defer recoverInto(&resp)
 	p := registered.provider
 	if p == nil {
 		return errorEnvelope(Failed, "this module registered no provider")
@@ -266,11 +262,7 @@ func handleList(req []byte) (resp []byte) {
 var okEnvelope = []byte(`{"ok":true}`)
 
 func handleValidate(req []byte) (resp []byte) {
-	defer func() {
-		if r := recover(); r != nil {
-			resp = panicEnvelope(r)
-		}
-	}()
+	defer recoverInto(&resp)
 	v := registered.validator
 	if v == nil {
 		return errorEnvelope(Failed, "this module registered no validator")
