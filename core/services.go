@@ -42,6 +42,23 @@ type Journal interface {
 	Append(ctx context.Context, row JournalRow) (JournalRow, error)
 }
 
+// JournalStats are a journal's cumulative counters since it was opened
+// (kernel.status shows them). The difference between two readings around
+// one execution is what that execution's reply waited for its row: Rows
+// grows by one and WaitNS by the wait.
+type JournalStats struct {
+	// Rows is how many appends were answered with their row committed.
+	Rows uint64 `json:"rows"`
+	// Commits is how many transactions carried them; group commit puts
+	// the rows of concurrent appends in one.
+	Commits uint64 `json:"commits"`
+	// WaitNS sums, over those appends, the time from the call to its
+	// answer: queueing, the transaction and its fsyncs.
+	WaitNS uint64 `json:"wait_ns"`
+	// CommitNS sums the transactions' durations, fsyncs included.
+	CommitNS uint64 `json:"commit_ns"`
+}
+
 // Blobs is the content store: blake3-addressed, on disk, verified on read.
 type Blobs interface {
 	// Put stores data and returns its lowercase hex blake3 hash.

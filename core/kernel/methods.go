@@ -302,6 +302,11 @@ func (k *Kernel) status(context.Context, *conn, *core.Caller, json.RawMessage) (
 		"idle_exit":   k.opts.IdleExit.String(),
 	}
 	out["plugins"] = k.pluginStatus()
+	if j, err := core.Lookup[core.Journal](k.host, core.ServiceJournal); err == nil {
+		if js, ok := j.(interface{ Stats() core.JournalStats }); ok {
+			out["journal"] = js.Stats()
+		}
+	}
 	return out, nil
 }
 

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shoal-sh/shoal/core"
 	"github.com/shoal-sh/shoal/core/kernel"
 	"github.com/shoal-sh/shoal/core/rpc"
 	"github.com/shoal-sh/shoal/internal/testkernel"
@@ -438,5 +439,36 @@ func TestJournalHeadOfBackgroundJob(t *testing.T) {
 	}
 	if len(rows.Rows) != 1 || rows.Rows[0].Head != "sleep" {
 		t.Errorf("journal head of `sleep 0.1 &`: %+v", rows.Rows)
+	}
+}
+
+// kernel.status carries the journal's counters; each execution adds one
+// answered row.
+func TestStatusJournalCounters(t *testing.T) {
+	dir := shortDir(t)
+	startKernel(t, dir)
+	c := attach(t, dir, client.Options{Principal: "agent:stats"})
+	status := func() core.JournalStats {
+		var st struct {
+			Journal *core.JournalStats `json:"journal"`
+		}
+		if err := c.Call(context.Background(), "kernel.status", struct{}{}, &st); err != nil {
+			t.Fatal(err)
+		}
+		if st.Journal == nil {
+			t.Fatal("kernel.status has no journal counters")
+		}
+		return *st.Journal
+	}
+	before := status()
+	for range 3 {
+		exec1(t, c, "echo hi", client.ExecOptions{})
+	}
+	after := status()
+	if got := after.Rows - before.Rows; got != 3 {
+		t.Fatalf("rows grew by %d over 3 executions (%+v then %+v)", got, before, after)
+	}
+	if after.WaitNS <= before.WaitNS || after.Commits <= before.Commits {
+		t.Fatalf("counters did not move: %+v then %+v", before, after)
 	}
 }

@@ -57,6 +57,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/shoal-sh/shoal/core"
@@ -123,6 +124,19 @@ type Journal struct {
 	// indexRetry is when the writer may next try to write the tail's
 	// index entries after a failure (zero: any time). Writer only.
 	indexRetry time.Time
+
+	stats stats
+}
+
+// stats are the journal's running counters (see [Journal.Stats]).
+type stats struct {
+	rows, commits, waitNS, commitNS atomic.Uint64
+}
+
+// Stats returns the running counters since the journal was opened.
+func (j *Journal) Stats() core.JournalStats {
+	return core.JournalStats{Rows: j.stats.rows.Load(), Commits: j.stats.commits.Load(),
+		WaitNS: j.stats.waitNS.Load(), CommitNS: j.stats.commitNS.Load()}
 }
 
 var (
@@ -444,6 +458,7 @@ func (j *Journal) Append(ctx context.Context, row core.JournalRow) (core.Journal
 	row.Effects = slices.Clone(effects)
 	// Encoded here, on the caller's goroutine, so the writer only adds
 	// what the commit assigns.
+	start := time.Now()
 	r := &request{row: row, body: encodeBody(&row), done: make(chan result, 1)}
 	select {
 	case j.queue <- r:
@@ -454,6 +469,10 @@ func (j *Journal) Append(ctx context.Context, row core.JournalRow) (core.Journal
 	}
 	select {
 	case res := <-r.done:
+		if res.err == nil {
+			j.stats.rows.Add(1)
+			j.stats.waitNS.Add(uint64(time.Since(start)))
+		}
 		return res.answer(effects)
 	case <-j.stopped:
 		// The writer answers everything it took before it stops; a request
@@ -518,6 +537,8 @@ func (j *Journal) write() {
 		start := time.Now()
 		j.commit(batch)
 		prev, lastCommit = len(batch), time.Since(start)
+		j.stats.commits.Add(1)
+		j.stats.commitNS.Add(uint64(lastCommit))
 	}
 }
 

@@ -178,6 +178,15 @@ func TestGroupCommit(t *testing.T) {
 			t.Fatalf("%s next seq %d after %d events", ch, next, len(rec.events[ch]))
 		}
 	}
+	// The counters add up: every row answered, in at most one commit each,
+	// and time counted for the waits and the transactions.
+	st := j.Stats()
+	if st.Rows != n || st.Commits == 0 || st.Commits > n {
+		t.Fatalf("stats %+v after %d rows", st, n)
+	}
+	if st.WaitNS == 0 || st.CommitNS == 0 {
+		t.Fatalf("stats %+v: no time counted", st)
+	}
 }
 
 func TestSeqsContinueAcrossReopen(t *testing.T) {
