@@ -68,7 +68,7 @@ func BenchmarkPlanCreate(b *testing.B) {
 		r := newRig(b)
 		c := r.caller("main", "agent:a")
 		for b.Loop() {
-			_ = r.p.CheckExec(r.ctx, c, script20, r.dir)
+			_ = r.p.CheckExec(r.ctx, c, nil, script20, r.dir)
 		}
 	})
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/shoal-sh/shoal/core/policy"
 	"github.com/shoal-sh/shoal/core/rpc"
 	"github.com/shoal-sh/shoal/providers/plan/analyze"
+	"mvdan.cc/sh/v3/syntax"
 )
 
 // Check analyzes src and decides it for principal under pol. It is the
@@ -37,16 +38,22 @@ func Refusal(d policy.Decision) *rpc.Error {
 
 // CheckExec implements the session provider's PolicyCheck: nil when the
 // caller may run source in cwd without a plan, POLICY_REFUSED otherwise.
-// A source that does not parse is refused as invalid params, so it never
+// file is source already parsed as bash, or nil to parse it here. A
+// source that does not parse is refused as invalid params, so it never
 // runs unvetted.
-func (p *Provider) CheckExec(_ context.Context, c *core.Caller, source, cwd string) error {
+func (p *Provider) CheckExec(_ context.Context, c *core.Caller, file *syntax.File, source, cwd string) error {
 	env, dctx := p.scope(c, cwd)
-	d, _, err := Check(p.Policy(), c.Principal, source, env, dctx)
-	if err != nil {
-		if errors.Is(err, analyze.ErrSyntax) {
-			return syntaxError(err)
+	var d policy.Decision
+	if file != nil {
+		d = p.Policy().Decide(c.Principal, analyze.AnalyzeFile(file, env).PolicyEffects(), dctx)
+	} else {
+		var err error
+		if d, _, err = Check(p.Policy(), c.Principal, source, env, dctx); err != nil {
+			if errors.Is(err, analyze.ErrSyntax) {
+				return syntaxError(err)
+			}
+			return err
 		}
-		return err
 	}
 	if d.Verdict == policy.Allow {
 		return nil

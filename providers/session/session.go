@@ -45,7 +45,9 @@ const ServicePolicyCheck = "policy-check"
 // nil when the verdict is allow, and a POLICY_REFUSED error naming the
 // reasons otherwise.
 type PolicyCheck interface {
-	CheckExec(ctx context.Context, c *core.Caller, source, cwd string) error
+	// CheckExec judges source, which file holds already parsed as bash
+	// (nil: the check parses it, and refuses a syntax error).
+	CheckExec(ctx context.Context, c *core.Caller, file *syntax.File, source, cwd string) error
 }
 
 // Views served under shoal://session/{view}.
@@ -269,9 +271,17 @@ func (p *Provider) Exec(ctx context.Context, c *core.Caller, req core.ExecReques
 	if err != nil {
 		return nil, err
 	}
+	// One parse serves the policy check and the run. A source that does
+	// not parse goes to both unparsed: the check refuses it with the
+	// parser's message, or, without a check, the run answers exit 2 as
+	// bash would.
+	file, perr := shell.Parse(req.Source)
+	if perr != nil {
+		file = nil
+	}
 	if !req.SkipPolicy {
 		if pc, err := core.Lookup[PolicyCheck](p.host, ServicePolicyCheck); err == nil {
-			if err := pc.CheckExec(ctx, c, req.Source, s.ev.Cwd()); err != nil {
+			if err := pc.CheckExec(ctx, c, file, req.Source, s.ev.Cwd()); err != nil {
 				return nil, err
 			}
 		}
@@ -283,25 +293,32 @@ func (p *Provider) Exec(ctx context.Context, c *core.Caller, req core.ExecReques
 	// The run outlives this request when it becomes a task, so it gets its
 	// own context; cancelling the task (or closing the session) ends it.
 	runCtx, cancel := context.WithCancel(context.Background())
-	detach := make(chan struct{})
-	done := make(chan *shell.Result, 1)
 	started := time.Now()
-
-	if req.Background {
-		close(detach) // a task from the start
-	}
-	// The evaluator takes foreground runs in turn; a detached run gives
-	// the session back at once.
-	go func() {
-		res, err := s.ev.RunWith(runCtx, req.Source, shell.RunOptions{Detach: detach})
+	run := func(detach <-chan struct{}) *shell.Result {
+		res, err := s.ev.RunWith(runCtx, req.Source, shell.RunOptions{Detach: detach, File: file})
 		if err != nil && res == nil {
 			// The evaluator could not run it at all (closed session).
 			res = &shell.Result{Exit: 1, Stderr: err.Error(), Value: value.NewRecord(
 				value.F("exit", value.Int(1)), value.F("stdout", value.Str("")), value.F("stderr", value.Str(err.Error())))}
 		}
 		// A cancelled run comes back with its partial result and exit 130.
-		done <- res
-	}()
+		return res
+	}
+	if req.TimeoutMS == 0 && !req.Background {
+		// It can never become a task: run it here, on the request's own
+		// goroutine.
+		defer cancel()
+		return p.finish(ctx, c, s, req, entry, run(nil))
+	}
+
+	detach := make(chan struct{})
+	done := make(chan *shell.Result, 1)
+	if req.Background {
+		close(detach) // a task from the start
+	}
+	// The evaluator takes foreground runs in turn; a detached run gives
+	// the session back at once.
+	go func() { done <- run(detach) }()
 
 	var timeout <-chan time.Time
 	if req.TimeoutMS > 0 && !req.Background {

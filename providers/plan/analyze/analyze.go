@@ -140,11 +140,18 @@ func Analyze(src string, env Env) (*Analysis, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrSyntax, err)
 	}
+	return AnalyzeFile(f, env), nil
+}
+
+// AnalyzeFile is Analyze of source the caller has already parsed as bash
+// (the session parses an execution's source once, for the policy check
+// and for the run). The walk only reads f.
+func AnalyzeFile(f *syntax.File, env Env) *Analysis {
 	w := newWalker(env)
 	s := w.topScope()
 	w.stmts(s, f.Stmts)
 	w.uncalledFuncs(s)
-	return w.finish(), nil
+	return w.finish()
 }
 
 func (w *walker) finish() *Analysis {

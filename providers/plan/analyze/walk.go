@@ -79,7 +79,6 @@ func newWalker(env Env) *walker {
 		funcs:      map[string]*syntax.Stmt{},
 		called:     map[string]bool{},
 		walkBudget: env.WalkCap,
-		parser:     syntax.NewParser(syntax.Variant(syntax.LangBash)),
 	}
 	if w.walkBudget <= 0 {
 		w.walkBudget = DefaultWalkCap
@@ -675,6 +674,9 @@ func isNumber(s string) bool {
 // current shell (eval, source); otherwise in a child with params.
 func (w *walker) source(s *scope, text, head, what string, share bool, params []arg) {
 	w.nested(func() {
+		if w.parser == nil {
+			w.parser = syntax.NewParser(syntax.Variant(syntax.LangBash))
+		}
 		f, err := w.parser.Parse(strings.NewReader(text), "")
 		if err != nil {
 			w.dynamicSpawn(head, what, "code that does not parse cannot be analyzed")

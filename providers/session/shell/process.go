@@ -292,6 +292,10 @@ func (e *Evaluator) killGroups(gs []*group) {
 // spawn runs one external command to completion.
 func (e *Evaluator) spawn(ctx context.Context, ru *run, hc interp.HandlerContext, path string, args []string) error {
 	env := processEnv(hc.Env)
+	stdin := hc.Stdin
+	if stdin == nil {
+		stdin = e.devNull
+	}
 	command := func(path string, args []string) func() *exec.Cmd {
 		return func() *exec.Cmd {
 			return &exec.Cmd{
@@ -299,7 +303,7 @@ func (e *Evaluator) spawn(ctx context.Context, ru *run, hc interp.HandlerContext
 				Args:        args,
 				Env:         env,
 				Dir:         hc.Dir,
-				Stdin:       hc.Stdin, // nil means /dev/null
+				Stdin:       stdin,
 				Stdout:      hc.Stdout,
 				Stderr:      hc.Stderr,
 				SysProcAttr: &syscall.SysProcAttr{Setpgid: true},

@@ -74,6 +74,20 @@ type RunOptions struct {
 	// is already closed starts the run as a task. Nil means the run stays
 	// in the foreground until it ends.
 	Detach <-chan struct{}
+	// File, when set, is src as [Parse] parsed it: a caller that already
+	// parsed the source (for a policy check) saves the second parse.
+	File *syntax.File
+}
+
+// parsers keeps bash parsers for reuse: a parser is a large value, and
+// each execution parses its source.
+var parsers = sync.Pool{New: func() any { return syntax.NewParser(syntax.Variant(syntax.LangBash)) }}
+
+// Parse parses src as bash, as a run does.
+func Parse(src string) (*syntax.File, error) {
+	p := parsers.Get().(*syntax.Parser)
+	defer parsers.Put(p)
+	return p.Parse(strings.NewReader(src), "")
 }
 
 // Evaluator is one shell session. It is safe for concurrent use: foreground
@@ -95,6 +109,10 @@ type Evaluator struct {
 	events    eventState
 
 	wg sync.WaitGroup // runs in progress and processes not yet reaped
+
+	// devNull is the standard input of processes that get none; opened
+	// once, closed by Close after the last process is reaped.
+	devNull *os.File
 }
 
 // New makes an evaluator. It fails when the directory is not usable.
@@ -134,6 +152,9 @@ func New(opts Options) (*Evaluator, error) {
 		killers:   make(map[*time.Timer]struct{}),
 		handoffs:  make(map[pipeKey]handoff),
 	}
+	if e.devNull, err = os.Open(os.DevNull); err != nil {
+		return nil, fmt.Errorf("new shell: %w", err)
+	}
 	e.base, e.cancelBase = context.WithCancel(context.Background())
 	r, err := interp.New(
 		interp.Env(expand.ListEnviron(env...)),
@@ -144,11 +165,13 @@ func New(opts Options) (*Evaluator, error) {
 		interp.ExecHandlers(e.builtinMiddleware, e.processMiddleware),
 	)
 	if err != nil {
+		e.devNull.Close()
 		return nil, fmt.Errorf("new shell: %w", err)
 	}
 	// Running nothing initialises the runner's variables (PWD, HOME, …) so
 	// Env and Subshell see the same state a first run would.
 	if err := r.Run(e.base, &syntax.File{}); err != nil {
+		e.devNull.Close()
 		return nil, fmt.Errorf("new shell: %w", err)
 	}
 	e.session = r
@@ -179,9 +202,12 @@ func (e *Evaluator) RunWith(ctx context.Context, src string, opts RunOptions) (*
 	}
 	defer e.wg.Done()
 
-	file, perr := syntax.NewParser(syntax.Variant(syntax.LangBash)).Parse(strings.NewReader(src), "")
-	if perr != nil {
-		return parseErrorResult(perr, start), nil
+	file := opts.File
+	if file == nil {
+		var perr error
+		if file, perr = Parse(src); perr != nil {
+			return parseErrorResult(perr, start), nil
+		}
 	}
 
 	ru := e.newRun(file)
@@ -337,7 +363,9 @@ func (e *Evaluator) Close() error {
 	var err error
 	select {
 	case <-done:
+		e.devNull.Close()
 	case <-time.After(10 * e.opts.KillGrace):
+		// A process may still be starting with devNull; leave it open.
 		err = errors.New("close shell: some runs did not stop after their processes were killed")
 	}
 	e.mu.Lock()
