@@ -72,3 +72,12 @@ func BenchmarkPlanCreate(b *testing.B) {
 		}
 	})
 }
+
+func BenchmarkCheckTrue(b *testing.B) {
+	r := newRig(b)
+	c := r.caller("main", "agent:a")
+	f, _ := syntax.NewParser().Parse(strings.NewReader("/bin/true"), "")
+	for b.Loop() {
+		_ = r.p.CheckExec(r.ctx, c, f, "/bin/true", r.dir)
+	}
+}

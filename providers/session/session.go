@@ -239,7 +239,14 @@ func (p *Provider) Methods() map[string]core.Method {
 			if err := decode(raw, &ep); err != nil {
 				return nil, err
 			}
-			return p.Exec(ctx, c, core.ExecRequest{Source: ep.Source, TimeoutMS: ep.TimeoutMS, Background: ep.Background})
+			b, err := p.exec(ctx, c, core.ExecRequest{Source: ep.Source, TimeoutMS: ep.TimeoutMS, Background: ep.Background})
+			if err != nil {
+				return nil, err
+			}
+			if b.encoded != nil {
+				return b.encoded, nil
+			}
+			return b.reply, nil
 		},
 	}
 }
@@ -258,6 +265,16 @@ func decode(raw json.RawMessage, v any) error {
 
 // Exec implements core.Executor: it runs source in the caller's session.
 func (p *Provider) Exec(ctx context.Context, c *core.Caller, req core.ExecRequest) (*core.ExecReply, error) {
+	b, err := p.exec(ctx, c, req)
+	if err != nil {
+		return nil, err
+	}
+	return b.reply, nil
+}
+
+// exec is Exec, with the reply also encoded when it could be done off
+// the critical path.
+func (p *Provider) exec(ctx context.Context, c *core.Caller, req core.ExecRequest) (*built, error) {
 	if strings.TrimSpace(req.Source) == "" {
 		return nil, rpc.Errorf(rpc.InvalidParams, "source is empty: give shell source such as \"ls -la\"")
 	}
@@ -327,7 +344,7 @@ func (p *Provider) Exec(ctx context.Context, c *core.Caller, req core.ExecReques
 		timeout = t.C
 	}
 	if req.Background {
-		return p.becomeTask(c, s, req, entry, cancel, done, started), nil
+		return &built{reply: p.becomeTask(c, s, req, entry, cancel, done, started)}, nil
 	}
 	select {
 	case res := <-done:
@@ -335,7 +352,7 @@ func (p *Provider) Exec(ctx context.Context, c *core.Caller, req core.ExecReques
 		return p.finish(ctx, c, s, req, entry, res)
 	case <-timeout:
 		close(detach)
-		return p.becomeTask(c, s, req, entry, cancel, done, started), nil
+		return &built{reply: p.becomeTask(c, s, req, entry, cancel, done, started)}, nil
 	}
 }
 
@@ -347,10 +364,10 @@ func (p *Provider) becomeTask(c *core.Caller, s *sess, req core.ExecRequest, ent
 	go func() {
 		defer cancel()
 		res := <-done
-		reply, err := p.finish(context.Background(), c, s, req, entry, res)
+		b, err := p.finish(context.Background(), c, s, req, entry, res)
 		o := task.Outcome{Exit: res.Exit, Err: err}
-		if reply != nil {
-			o.ResultRef, o.ValRef = reply.Ref, reply.ValRef
+		if b != nil {
+			o.ResultRef, o.ValRef = b.reply.Ref, b.reply.ValRef
 		}
 		p.tasks.Finish(t, o)
 	}()
@@ -359,7 +376,7 @@ func (p *Provider) becomeTask(c *core.Caller, s *sess, req core.ExecRequest, ent
 
 // finish records the value, journals the execution, publishes the
 // preview and builds the reply.
-func (p *Provider) finish(ctx context.Context, c *core.Caller, s *sess, req core.ExecRequest, entry out.Entry, res *shell.Result) (*core.ExecReply, error) {
+func (p *Provider) finish(ctx context.Context, c *core.Caller, s *sess, req core.ExecRequest, entry out.Entry, res *shell.Result) (*built, error) {
 	v := res.Value
 	if v == nil {
 		v = value.Null{}
@@ -383,19 +400,21 @@ func (p *Provider) finish(ctx context.Context, c *core.Caller, s *sess, req core
 	row := core.JournalRow{Session: c.Session, Principal: c.Principal, Kind: req.Kind, Head: head, Source: req.Source,
 		Effects: kinds, OK: ok, Exit: exit, Ref: e.Ref, DurationNS: res.Duration.Nanoseconds(), Transcript: true}
 	// The reply waits for the row's durable commit (and, when the value
-	// spilled to the content store, for the blob's); the preview is built
-	// meanwhile on another goroutine, off the critical path.
-	type previewed struct {
-		raw  json.RawMessage
-		text string
-	}
-	prev := make(chan previewed, 1)
+	// spilled to the content store, for the blob's). Meanwhile another
+	// goroutine builds the preview, the reply and the render event, and
+	// encodes both, so that little is left to do once the commit is in.
+	prev := make(chan built, 1)
 	go func() {
 		raw, text := p.preview(v, res.Marks)
 		if secrets := secretValues(s.ev.Env()); len(secrets) > 0 {
 			raw, text = scrubJSON(raw, secrets), scrub(text, secrets)
 		}
-		prev <- previewed{raw, text}
+		b := built{reply: &core.ExecReply{Ref: e.Ref, URI: e.URI, OK: &ok, Exit: &exit, State: state, DurationNS: res.Duration.Nanoseconds(),
+			Effects: kinds, Preview: raw, PreviewText: text, ValRef: e.ValRef, Marks: res.Marks}}
+		b.encoded, _ = rpc.Marshal(b.reply) // nil on failure: the connection encodes the reply itself
+		ev := map[string]any{"session": c.Session, "principal": c.Principal, "ref": e.Ref, "ok": ok, "exit": exit, "head": head, "preview": text}
+		b.render, _ = json.Marshal(ev)
+		prev <- b
 	}()
 	flushed := make(chan error, 1)
 	if e.ValRef != "" {
@@ -411,15 +430,18 @@ func (p *Provider) finish(ctx context.Context, c *core.Caller, s *sess, req core
 	if err := <-flushed; err != nil {
 		return nil, rpc.Errorf(rpc.Internal, "store the value of %s: %v", e.Ref, err)
 	}
-	pv := <-prev
-	preview, text := pv.raw, pv.text
-	reply := &core.ExecReply{Ref: e.Ref, URI: e.URI, OK: &ok, Exit: &exit, State: state, DurationNS: res.Duration.Nanoseconds(),
-		Effects: kinds, Preview: preview, PreviewText: text, ValRef: e.ValRef, Marks: res.Marks}
-	ev := map[string]any{"session": c.Session, "principal": c.Principal, "ref": e.Ref, "ok": ok, "exit": exit, "head": head, "preview": text}
-	if raw, err := json.Marshal(ev); err == nil {
-		_, _ = p.bus.Publish(bus.ChannelRender, raw)
+	b := <-prev
+	if b.render != nil {
+		_, _ = p.bus.Publish(bus.ChannelRender, b.render)
 	}
-	return reply, nil
+	return &b, nil
+}
+
+// built is a finished execution's reply, with its encoding (nil if it
+// could not be encoded) and its render event.
+type built struct {
+	reply           *core.ExecReply
+	encoded, render json.RawMessage
 }
 
 // flushBlob makes a spilled value's blob durable: content-store puts
