@@ -296,6 +296,16 @@ func (e *Evaluator) spawn(ctx context.Context, ru *run, hc interp.HandlerContext
 	if stdin == nil {
 		stdin = e.devNull
 	}
+	stdout, stderr := hc.Stdout, hc.Stderr
+	outs, err := newOutputs(stdout, stderr)
+	if err != nil {
+		fmt.Fprintf(hc.Stderr, "%s: %v\n", args[0], err)
+		return interp.ExitStatus(126)
+	}
+	if outs != nil {
+		defer outs.close()
+		stdout, stderr = outs.child[0], outs.child[1]
+	}
 	command := func(path string, args []string) func() *exec.Cmd {
 		return func() *exec.Cmd {
 			return &exec.Cmd{
@@ -304,8 +314,8 @@ func (e *Evaluator) spawn(ctx context.Context, ru *run, hc interp.HandlerContext
 				Env:         env,
 				Dir:         hc.Dir,
 				Stdin:       stdin,
-				Stdout:      hc.Stdout,
-				Stderr:      hc.Stderr,
+				Stdout:      stdout,
+				Stderr:      stderr,
 				SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
 				WaitDelay:   ioGrace,
 			}
@@ -322,6 +332,12 @@ func (e *Evaluator) spawn(ctx context.Context, ru *run, hc interp.HandlerContext
 		}
 		fmt.Fprintf(hc.Stderr, "%s: %v\n", args[0], unwrapPathError(err))
 		return interp.ExitStatus(126)
+	}
+	if outs != nil {
+		outs.started()
+		if err := outs.copy(cmd.Process.Pid, ioGrace); err != nil {
+			fmt.Fprintf(hc.Stderr, "shoal: reading the output of %s: %v\n", args[0], err)
+		}
 	}
 	werr := cmd.Wait()
 	close(g.leaderDone)

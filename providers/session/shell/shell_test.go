@@ -671,3 +671,34 @@ func TestConcurrentRuns(t *testing.T) {
 		t.Errorf("cwd %q", e.Cwd())
 	}
 }
+
+// TestOutputStreams: what the process writes reaches the captures whole
+// and in order, however the streams are wired.
+func TestOutputStreams(t *testing.T) {
+	e, dir := newTestEvaluator(t, nil, Options{})
+	// 2>&1 shares one pipe, so the interleaving is the order written.
+	if res := runSrc(t, e, `sh -c 'echo a; echo b >&2; echo c; echo d >&2' 2>&1`); res.Stdout != "a\nb\nc\nd\n" || res.Stderr != "" {
+		t.Errorf("2>&1: stdout %q stderr %q", res.Stdout, res.Stderr)
+	}
+	// Both streams past a pipe's buffer at once: neither blocks the other.
+	res := runSrc(t, e, `sh -c 'seq 1 100000; seq 1 100000 >&2; echo end'`)
+	if !strings.HasSuffix(res.Stdout, "\n100000\nend\n") || !strings.HasSuffix(res.Stderr, "\n99999\n100000\n") {
+		t.Errorf("large output: stdout …%q stderr …%q", tail(res.Stdout), tail(res.Stderr))
+	}
+	// A file redirection goes to the process as it is.
+	if res := runSrc(t, e, `/bin/echo to-file > out.txt; cat out.txt`); res.Stdout != "to-file\n" {
+		t.Errorf("redirect: %q", res.Stdout)
+	}
+	// A grandchild that keeps the pipe open does not hold the run past
+	// the grace period: the run returns with what the command wrote while
+	// the grandchild still sleeps (it writes late.txt when it wakes).
+	res = runSrc(t, e, `sh -c '(sleep 5; echo late; touch late.txt) & echo early'`)
+	if res.Stdout != "early\n" {
+		t.Errorf("daemonised grandchild: stdout %q", res.Stdout)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "late.txt")); err == nil {
+		t.Errorf("the run waited for the grandchild")
+	}
+}
+
+func tail(s string) string { return s[max(0, len(s)-20):] }

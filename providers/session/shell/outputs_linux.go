@@ -1,0 +1,164 @@
+//go:build linux
+
+package shell
+
+import (
+	"io"
+	"os"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// outputs carries a process's standard output and error to writers that
+// are not files (a run's captures). The waiting goroutine reads the pipes
+// itself, in one poll(2) loop that also watches the process through a
+// pidfd: no copying goroutines and no netpoller round trips, which on a
+// short command are a good part of its cost. Writers that are files (a
+// pipeline's pipes, redirections) go to the process as they are.
+type outputs struct {
+	child [2]*os.File // the process's stdout and stderr
+	own   []*os.File  // pipe write ends made here; closed once the process has them
+	read  [2]int      // read ends, -1 when the stream is a file or done
+	dst   [2]io.Writer
+}
+
+// pidfdWorks reports whether this kernel has pidfd_open (Linux 5.3).
+var pidfdWorks = sync.OnceValue(func() bool {
+	fd, err := unix.PidfdOpen(os.Getpid(), 0)
+	if err != nil {
+		return false
+	}
+	unix.Close(fd)
+	return true
+})
+
+// newOutputs prepares stdout and stderr for a process. It returns nil
+// when the pipes-and-goroutines of os/exec must do instead (no pidfd).
+func newOutputs(stdout, stderr io.Writer) (*outputs, error) {
+	if !pidfdWorks() {
+		return nil, nil
+	}
+	o := &outputs{read: [2]int{-1, -1}, dst: [2]io.Writer{stdout, stderr}}
+	for i, w := range o.dst {
+		if f, ok := w.(*os.File); ok {
+			o.child[i] = f
+			continue
+		}
+		if w == nil {
+			continue // os/exec gives the process /dev/null
+		}
+		if i == 1 && sameWriter(stderr, stdout) {
+			// 2>&1: one pipe keeps the two streams in the order written.
+			o.child[1] = o.child[0]
+			continue
+		}
+		var p [2]int
+		if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+			o.close()
+			return nil, err
+		}
+		o.read[i] = p[0]
+		o.child[i] = os.NewFile(uintptr(p[1]), "|1")
+		o.own = append(o.own, o.child[i])
+	}
+	return o, nil
+}
+
+// sameWriter is a == b for writers whose dynamic type may not be
+// comparable.
+func sameWriter(a, b io.Writer) (same bool) {
+	defer func() {
+		if recover() != nil {
+			same = false
+		}
+	}()
+	return a == b
+}
+
+// started closes the parent's copies of the write ends: from now on the
+// pipes end when the process (and whatever inherited them) closes them.
+func (o *outputs) started() {
+	for _, f := range o.own {
+		f.Close()
+	}
+	o.own = nil
+}
+
+// close releases everything still open.
+func (o *outputs) close() {
+	o.started()
+	for i, fd := range o.read {
+		if fd >= 0 {
+			unix.Close(fd)
+			o.read[i] = -1
+		}
+	}
+}
+
+// copy reads the pipes into their writers until the process pid has
+// exited and the pipes have ended, or grace after its exit, whichever is
+// first: a daemonised grandchild holding a pipe does not hold up the run
+// (the pipe is then closed, as os/exec's WaitDelay does). It returns once
+// the process has exited; reaping it is the caller's.
+func (o *outputs) copy(pid int, grace time.Duration) error {
+	defer o.close()
+	pidfd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(pidfd)
+	fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
+	streams := []int{-1} // fds[i] reads o.dst[streams[i]]
+	for s, fd := range o.read {
+		if fd >= 0 {
+			fds = append(fds, unix.PollFd{Fd: int32(fd), Events: unix.POLLIN})
+			streams = append(streams, s)
+		}
+	}
+	buf := make([]byte, 32<<10)
+	open := len(fds) - 1
+	var deadline time.Time // set once the process exited
+	for open > 0 || deadline.IsZero() {
+		timeout := -1
+		if !deadline.IsZero() {
+			left := time.Until(deadline)
+			if left <= 0 {
+				return nil
+			}
+			timeout = int(left/time.Millisecond) + 1
+		}
+		if _, err := unix.Poll(fds, timeout); err != nil {
+			if err == unix.EINTR {
+				continue
+			}
+			return err
+		}
+		for i := range fds {
+			f := &fds[i]
+			if f.Fd < 0 || f.Revents == 0 {
+				continue
+			}
+			if i == 0 {
+				deadline = time.Now().Add(grace)
+				f.Fd = -1 // poll skips negative descriptors
+				continue
+			}
+			s := streams[i]
+			n, err := unix.Read(int(f.Fd), buf)
+			if n > 0 {
+				o.dst[s].Write(buf[:n])
+				continue
+			}
+			if err == unix.EINTR || err == unix.EAGAIN {
+				continue
+			}
+			unix.Close(int(f.Fd)) // end of stream, or an error that ends it
+			o.read[s] = -1
+			f.Fd = -1
+			open--
+		}
+	}
+	return nil
+}
