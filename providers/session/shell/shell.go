@@ -101,6 +101,7 @@ type Evaluator struct {
 	mu        sync.Mutex
 	closed    bool
 	session   *interp.Runner // committed state; never run directly, only copied
+	next      *interp.Runner // a copy of session made ahead for the next run, or nil
 	exported  []EnvVar       // exported variables of session, sorted
 	lingering map[*run]context.CancelFunc
 	groups    map[int]*group
@@ -227,8 +228,11 @@ func (e *Evaluator) RunWith(ctx context.Context, src string, opts RunOptions) (*
 	}
 
 	e.mu.Lock()
-	r := e.session.Subshell()
-	before := e.exported
+	r, before := e.next, e.exported
+	e.next = nil
+	if r == nil {
+		r = e.session.Subshell()
+	}
 	e.mu.Unlock()
 	if err := interp.StdIO(nil, ru.stdout, ru.stderr)(r); err != nil {
 		ru.releaseForeground()
@@ -279,8 +283,11 @@ func (e *Evaluator) RunWith(ctx context.Context, src string, opts RunOptions) (*
 		e.mu.Lock()
 		e.session = r
 		e.exported = after
+		e.next = nil
 		e.mu.Unlock()
 		<-e.fg
+		e.wg.Add(1) // while this run's own count is held, so Close waits for it
+		go e.prepare(r)
 	}
 
 	// Background jobs (cmd &) outlive their run, so their context stays
@@ -300,6 +307,21 @@ func (e *Evaluator) RunWith(ctx context.Context, src string, opts RunOptions) (*
 	ru.stderr.release()
 	res.Duration = time.Since(start)
 	return res, retErr
+}
+
+// prepare copies a newly committed session state for the next run, so
+// that the copy (every variable and function) is not made while a request
+// waits. A committed runner is never run or changed again, so copying it
+// beside a run that copies it too is safe. The copy is dropped if the
+// state changed meanwhile.
+func (e *Evaluator) prepare(session *interp.Runner) {
+	defer e.wg.Done()
+	sub := session.Subshell()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.session == session && e.next == nil && !e.closed {
+		e.next = sub
+	}
 }
 
 // Cwd is the session's working directory as of the last foreground run.
