@@ -201,7 +201,12 @@ type ExecReply = wire.ExecReply
 // Exec runs source in the attached session.
 func (c *Client) Exec(ctx context.Context, source string, o ExecOptions) (*ExecReply, error) {
 	var r ExecReply
-	err := c.Call(ctx, "exec", map[string]any{"source": source, "timeout_ms": o.TimeoutMS, "background": o.Background}, &r)
+	params := struct {
+		Source     string `json:"source"`
+		TimeoutMS  int64  `json:"timeout_ms"`
+		Background bool   `json:"background"`
+	}{source, o.TimeoutMS, o.Background}
+	err := c.Call(ctx, "exec", params, &r)
 	if err != nil {
 		return nil, err
 	}
