@@ -95,26 +95,45 @@ func isEnvSetting(name string, list [][2]string) bool {
 }
 
 // processEnv is the environment of one process: the exported string
-// variables visible to the command, then the forced settings.
+// variables visible to the command, then the forced settings. The entries
+// are slices of one string: one allocation instead of one per variable.
 func processEnv(env expand.Environ) []string {
 	vals := make(map[string]string, 64)
+	size := 0
 	for name, vr := range env.Each {
 		// The same name can come twice (an inner scope over an outer
 		// one); the later entry is the current one.
-		if vr.IsSet() && vr.Exported && vr.Kind == expand.String {
+		if vr.IsSet() && vr.Exported && vr.Kind == expand.String && !isEnvSetting(name, forcedEnv) {
 			vals[name] = vr.Str
+			size += len(name) + 1 + len(vr.Str)
 		} else {
 			delete(vals, name)
 		}
 	}
-	list := make([]string, 0, len(vals)+len(forcedEnv))
+	for _, kv := range forcedEnv {
+		size += len(kv[0]) + 1 + len(kv[1])
+	}
+	var b strings.Builder
+	b.Grow(size)
+	ends := make([]int, 0, len(vals)+len(forcedEnv))
 	for name, v := range vals {
-		if !isEnvSetting(name, forcedEnv) {
-			list = append(list, name+"="+v)
-		}
+		b.WriteString(name)
+		b.WriteByte('=')
+		b.WriteString(v)
+		ends = append(ends, b.Len())
 	}
 	for _, kv := range forcedEnv {
-		list = append(list, kv[0]+"="+kv[1])
+		b.WriteString(kv[0])
+		b.WriteByte('=')
+		b.WriteString(kv[1])
+		ends = append(ends, b.Len())
+	}
+	all := b.String()
+	list := make([]string, len(ends))
+	start := 0
+	for i, end := range ends {
+		list[i] = all[start:end]
+		start = end
 	}
 	return list
 }

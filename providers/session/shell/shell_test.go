@@ -702,3 +702,17 @@ func TestOutputStreams(t *testing.T) {
 }
 
 func tail(s string) string { return s[max(0, len(s)-20):] }
+
+// TestProcessEnvironment: a process sees the exported variables as the
+// shell resolves them (prefix assignments, unset, a function's local over
+// the global), and the forced settings over the session's.
+func TestProcessEnvironment(t *testing.T) {
+	e, _ := newTestEvaluator(t, nil, Options{})
+	res := runSrc(t, e, `export A=1 B=2 PAGER=less; unset B; C=3 printenv A B C PAGER; f() { local A=inner; export A; printenv A; }; f; printenv A`)
+	if want := "1\n3\ncat\ninner\n1\n"; res.Stdout != want || res.Exit != 0 {
+		t.Errorf("stdout %q exit %d, want %q (stderr %q)", res.Stdout, res.Exit, want, res.Stderr)
+	}
+	if res := runSrc(t, e, `env | grep -c '^A='`); res.Stdout != "1\n" {
+		t.Errorf("A appears %q times in the environment", res.Stdout)
+	}
+}
