@@ -2,6 +2,7 @@ package shell
 
 import (
 	"bytes"
+	"mvdan.cc/sh/v3/expand"
 	"slices"
 	"strings"
 	"testing"
@@ -178,11 +179,23 @@ func TestUnwrap(t *testing.T) {
 	}
 }
 
-func TestChangedEnv(t *testing.T) {
-	before := []EnvVar{{"A", "1"}, {"B", "2"}, {"C", "3"}}
-	after := []EnvVar{{"A", "1"}, {"B", "x"}, {"D", "4"}}
-	if got := changedEnv(before, after); !slices.Equal(got, []string{"B", "C", "D"}) {
-		t.Errorf("changedEnv = %v", got)
+func TestExportsChanged(t *testing.T) {
+	exp := func(v string) expand.Variable {
+		return expand.Variable{Set: true, Exported: true, Kind: expand.String, Str: v}
+	}
+	before := newExports(map[string]expand.Variable{"A": exp("1"), "B": exp("2"), "C": exp("3"), "E": exp("5"),
+		"local": {Set: true, Kind: expand.String, Str: "not exported"}})
+	if want := []EnvVar{{"A", "1"}, {"B", "2"}, {"C", "3"}, {"E", "5"}}; !slices.Equal(before.sorted, want) {
+		t.Fatalf("sorted %v, want %v", before.sorted, want)
+	}
+	e := exp("5")
+	e.Exported = false // still set, no longer exported
+	after := map[string]expand.Variable{"A": exp("1"), "B": exp("x"), "D": exp("4"), "E": e, "local": exp("now exported")}
+	if got := before.changed(after); !slices.Equal(got, []string{"B", "C", "D", "E", "local"}) {
+		t.Errorf("changed = %v", got)
+	}
+	if got := before.changed(map[string]expand.Variable{"A": exp("1"), "B": exp("2"), "C": exp("3"), "E": exp("5")}); got != nil {
+		t.Errorf("nothing changed, got %v", got)
 	}
 }
 

@@ -273,8 +273,8 @@ func (ru *run) finish() bool {
 }
 
 // result assembles the Result once the interpreter returned.
-func (ru *run) result(exit int, before, after []EnvVar, raw bool) *Result {
-	for _, name := range changedEnv(before, after) {
+func (ru *run) result(exit int, changedEnv []string, raw bool) *Result {
+	for _, name := range changedEnv {
 		ru.effect(EffectEnvWrite, name)
 	}
 	p := ru.takePending()
@@ -335,26 +335,3 @@ func textValue(s string, text bool) value.Value {
 	return value.Bytes(s)
 }
 
-// changedEnv names the exported variables that appeared, disappeared or
-// changed value between two sorted snapshots.
-func changedEnv(before, after []EnvVar) []string {
-	var names []string
-	i, j := 0, 0
-	for i < len(before) || j < len(after) {
-		switch {
-		case j == len(after) || i < len(before) && before[i].Name < after[j].Name:
-			names = append(names, before[i].Name)
-			i++
-		case i == len(before) || after[j].Name < before[i].Name:
-			names = append(names, after[j].Name)
-			j++
-		default:
-			if before[i].Value != after[j].Value {
-				names = append(names, after[j].Name)
-			}
-			i++
-			j++
-		}
-	}
-	return names
-}

@@ -102,7 +102,7 @@ type Evaluator struct {
 	closed    bool
 	session   *interp.Runner // committed state; never run directly, only copied
 	next      *interp.Runner // a copy of session made ahead for the next run, or nil
-	exported  []EnvVar       // exported variables of session, sorted
+	exported  *exports       // of session; nil until read (prepare reads it off the critical path)
 	lingering map[*run]context.CancelFunc
 	groups    map[int]*group
 	killers   map[*time.Timer]struct{}
@@ -176,7 +176,6 @@ func New(opts Options) (*Evaluator, error) {
 		return nil, fmt.Errorf("new shell: %w", err)
 	}
 	e.session = r
-	e.exported = exportedVars(r.Vars)
 	return e, nil
 }
 
@@ -228,10 +227,10 @@ func (e *Evaluator) RunWith(ctx context.Context, src string, opts RunOptions) (*
 	}
 
 	e.mu.Lock()
-	r, before := e.next, e.exported
+	r, before := e.next, e.exportsLocked()
 	e.next = nil
 	if r == nil {
-		r = e.session.Subshell()
+		r = copySession(e.session)
 	}
 	e.mu.Unlock()
 	if err := interp.StdIO(nil, ru.stdout, ru.stderr)(r); err != nil {
@@ -277,12 +276,12 @@ func (e *Evaluator) RunWith(ctx context.Context, src string, opts RunOptions) (*
 		exit = 1
 	}
 
-	after := exportedVars(r.Vars)
+	changed := before.changed(r.Vars)
 	interp.StdIO(nil, nil, nil)(r) // the committed state must not keep this run's buffers alive
 	if ru.finish() {
 		e.mu.Lock()
 		e.session = r
-		e.exported = after
+		e.exported = nil
 		e.next = nil
 		e.mu.Unlock()
 		<-e.fg
@@ -302,11 +301,20 @@ func (e *Evaluator) RunWith(ctx context.Context, src string, opts RunOptions) (*
 	}
 	e.dropHandoffs(ru)
 
-	res := ru.result(exit, before, after, e.opts.RawOutput)
+	res := ru.result(exit, changed, e.opts.RawOutput)
 	ru.stdout.release()
 	ru.stderr.release()
 	res.Duration = time.Since(start)
 	return res, retErr
+}
+
+// copySession is the copy of a committed session state a run works on.
+// Its variable map, which the run fills when it ends, starts at the size
+// the session's has, so filling it does not grow it step by step.
+func copySession(session *interp.Runner) *interp.Runner {
+	r := session.Subshell()
+	r.Vars = make(map[string]expand.Variable, len(session.Vars)+8)
+	return r
 }
 
 // prepare copies a newly committed session state for the next run, so
@@ -316,11 +324,17 @@ func (e *Evaluator) RunWith(ctx context.Context, src string, opts RunOptions) (*
 // state changed meanwhile.
 func (e *Evaluator) prepare(session *interp.Runner) {
 	defer e.wg.Done()
-	sub := session.Subshell()
+	sub, x := copySession(session), newExports(session.Vars)
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.session == session && e.next == nil && !e.closed {
+	if e.session != session || e.closed {
+		return
+	}
+	if e.next == nil {
 		e.next = sub
+	}
+	if e.exported == nil {
+		e.exported = x
 	}
 }
 
@@ -337,7 +351,7 @@ func (e *Evaluator) Cwd() string {
 func (e *Evaluator) Env() []EnvVar {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return slices.Clone(e.exported)
+	return slices.Clone(e.exportsLocked().sorted)
 }
 
 // Close cancels every run, ends every process group the evaluator started
@@ -432,17 +446,65 @@ func parseErrorResult(err error, start time.Time) *Result {
 	}
 }
 
-// exportedVars lists the exported, set string variables of a runner's
-// final variable map.
-func exportedVars(vars map[string]expand.Variable) []EnvVar {
-	out := make([]EnvVar, 0, len(vars))
+// exports are the exported, set string variables of a committed session
+// state: sorted for Env, and by name for telling what a run changed.
+type exports struct {
+	sorted []EnvVar
+	byName map[string]string
+}
+
+func isExport(vr expand.Variable) bool {
+	return vr.IsSet() && vr.Exported && vr.Kind == expand.String
+}
+
+// newExports reads the exports of a runner's final variable map.
+func newExports(vars map[string]expand.Variable) *exports {
+	x := &exports{sorted: make([]EnvVar, 0, len(vars)), byName: make(map[string]string, len(vars))}
 	for name, vr := range vars {
-		if vr.IsSet() && vr.Exported && vr.Kind == expand.String {
-			out = append(out, EnvVar{Name: name, Value: vr.Str})
+		if isExport(vr) {
+			x.sorted = append(x.sorted, EnvVar{Name: name, Value: vr.Str})
+			x.byName[name] = vr.Str
 		}
 	}
-	slices.SortFunc(out, func(a, b EnvVar) int { return strings.Compare(a.Name, b.Name) })
-	return out
+	slices.SortFunc(x.sorted, func(a, b EnvVar) int { return strings.Compare(a.Name, b.Name) })
+	return x
+}
+
+// changed names, sorted, the exports that a run ending with vars added,
+// changed or removed.
+func (x *exports) changed(vars map[string]expand.Variable) []string {
+	var names []string
+	kept := 0
+	for name, vr := range vars {
+		if !isExport(vr) {
+			continue
+		}
+		old, ok := x.byName[name]
+		if ok {
+			kept++
+		}
+		if !ok || old != vr.Str {
+			names = append(names, name)
+		}
+	}
+	if kept < len(x.sorted) {
+		for _, v := range x.sorted {
+			if vr, ok := vars[v.Name]; !ok || !isExport(vr) {
+				names = append(names, v.Name)
+			}
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
+// exportsLocked returns the exports of the committed state, reading them
+// now if prepare has not yet. e.mu is held.
+func (e *Evaluator) exportsLocked() *exports {
+	if e.exported == nil {
+		e.exported = newExports(e.session.Vars)
+	}
+	return e.exported
 }
 
 // Var returns the session's value of a shell variable (exported or not),
