@@ -334,4 +334,3 @@ func textValue(s string, text bool) value.Value {
 	}
 	return value.Bytes(s)
 }
-
