@@ -358,9 +358,17 @@ func (c *Conn) wakeWriters() {
 // connection ended under them.
 func ErrClosedError() *Error { return Errorf(Unavailable, "the connection is closing") }
 
+// Encoded is a result that [Marshal] already encoded: a handler that
+// encodes its answer ahead (off its critical path) returns it, and the
+// connection sends it as it is.
+type Encoded json.RawMessage
+
 // Marshal is json.Marshal without HTML escaping: sources such as
 // "make && make test" travel as written, not as "make \u0026\u0026 …".
 func Marshal(v any) (json.RawMessage, error) {
+	if enc, ok := v.(Encoded); ok && enc != nil {
+		return json.RawMessage(enc), nil
+	}
 	if raw, ok := v.(json.RawMessage); ok && raw != nil {
 		// Pre-encoded by the kernel; still compact it so no newline can
 		// split the frame.

@@ -214,3 +214,18 @@ func TestConnPipelined(t *testing.T) {
 		}
 	}
 }
+
+// TestMarshalPreEncoded: a result the handler encoded with Marshal goes
+// out as it is; other raw JSON is compacted so no newline splits a frame.
+func TestMarshalPreEncoded(t *testing.T) {
+	enc, err := Marshal(map[string]any{"source": "make && make test", "n": 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := Marshal(Encoded(enc)); err != nil || string(got) != string(enc) || string(enc) != `{"n":1,"source":"make && make test"}` {
+		t.Fatalf("Marshal(Encoded) = %s, %v (encoded %s)", got, err, enc)
+	}
+	if got, err := Marshal(json.RawMessage("{\n \"a\": 1\n}")); err != nil || string(got) != `{"a":1}` {
+		t.Fatalf("raw JSON not compacted: %q, %v", got, err)
+	}
+}

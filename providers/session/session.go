@@ -244,7 +244,7 @@ func (p *Provider) Methods() map[string]core.Method {
 				return nil, err
 			}
 			if b.encoded != nil {
-				return b.encoded, nil
+				return rpc.Encoded(b.encoded), nil
 			}
 			return b.reply, nil
 		},
