@@ -234,3 +234,42 @@ func TestKernelRestart(t *testing.T) {
 		t.Errorf("update after resubscribe: %+v, want seq %d", up, ev.Seq)
 	}
 }
+
+// TestPipedRequests: requests piped in with stdin closed right after them
+// still get their answers before the facade exits.
+func TestPipedRequests(t *testing.T) {
+	sd := newStateDir(t)
+	in := strings.Join([]string{
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"pipe","version":"1"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"shoal_exec","arguments":{"source":"sleep 0.2; echo piped-ok"}}}`,
+	}, "\n") + "\n"
+	cmd := exec.Command(facadeBin, sd.facadeArgs("agent:pipe")...)
+	cmd.Stdin = strings.NewReader(in)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	done := make(chan error, 1)
+	go func() { done <- cmd.Run() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("facade: %v\n%s", err, stderr.String())
+		}
+	case <-time.After(2 * waitLong):
+		cmd.Process.Kill()
+		t.Fatal("facade did not exit after stdin ended")
+	}
+	var answered bool
+	for line := range strings.SplitSeq(stdout.String(), "\n") {
+		var m struct {
+			ID     int             `json:"id"`
+			Result json.RawMessage `json:"result"`
+		}
+		if json.Unmarshal([]byte(line), &m) == nil && m.ID == 2 {
+			answered = strings.Contains(string(m.Result), "piped-ok") && !strings.Contains(string(m.Result), "isError\":true")
+		}
+	}
+	if !answered {
+		t.Fatalf("the piped exec was not answered with its output:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"time"
 )
 
 // maxMessage bounds one incoming MCP message.
@@ -37,11 +38,17 @@ func (lw *lineWriter) write(b []byte) error {
 	return lw.err
 }
 
+// eofGrace bounds how long the requests still running when stdin ends
+// may take to answer before they are cancelled.
+const eofGrace = 30 * time.Second
+
 // serveStdio serves one MCP session on newline-delimited JSON over stdin
 // and stdout. Requests run concurrently, so a long shoal_wait does not
 // hold up a ping; responses may come back in any order (JSON-RPC ids pair
-// them). It returns when stdin ends or ctx is cancelled, after ending the
-// session's subscriptions and kernel connections.
+// them). When stdin ends, the requests already read still get their
+// answers (for up to eofGrace), so `requests | shoal-mcp` works; then, or
+// when ctx is cancelled, it ends the session's subscriptions and kernel
+// connections and returns.
 func serveStdio(ctx context.Context, f *Facade, stdin io.Reader, stdout io.Writer) error {
 	s := f.newSession()
 	var wg sync.WaitGroup
@@ -100,10 +107,21 @@ func serveStdio(ctx context.Context, f *Facade, stdin io.Reader, stdout io.Write
 				}
 			})
 		case err := <-readErr:
-			if errors.Is(err, io.EOF) {
-				return nil
+			if !errors.Is(err, io.EOF) {
+				return fmt.Errorf("read stdin: %w", err)
 			}
-			return fmt.Errorf("read stdin: %w", err)
+			answered := make(chan struct{})
+			go func() {
+				wg.Wait()
+				close(answered)
+			}()
+			select {
+			case <-answered:
+			case <-time.After(eofGrace):
+			case <-ctx.Done():
+			case <-s.Done():
+			}
+			return nil
 		case <-ctx.Done():
 			return nil
 		case <-s.Done():
