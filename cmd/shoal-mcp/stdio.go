@@ -120,6 +120,10 @@ func serveStdio(ctx context.Context, f *Facade, stdin io.Reader, stdout io.Write
 			case <-time.After(eofGrace):
 			case <-ctx.Done():
 			case <-s.Done():
+				<-writerDone
+				if out.err != nil {
+					return fmt.Errorf("write stdout: %w", out.err)
+				}
 			}
 			return nil
 		case <-ctx.Done():

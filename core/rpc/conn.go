@@ -54,7 +54,7 @@ type Conn struct {
 	calls   map[string]chan *Message
 	closed  bool
 	workers int
-	work    chan func()
+	work    chan func(onWorker bool) (released bool)
 	nextID  atomic.Uint64
 
 	ctx    context.Context
@@ -71,7 +71,7 @@ var ErrClosed = errors.New("connection closed")
 // reading.
 func NewConn(rwc io.ReadWriteCloser, opts ConnOptions) *Conn {
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &Conn{rwc: rwc, opts: opts, calls: map[string]chan *Message{}, ctx: ctx, cancel: cancel, done: make(chan struct{}), work: make(chan func())}
+	c := &Conn{rwc: rwc, opts: opts, calls: map[string]chan *Message{}, ctx: ctx, cancel: cancel, done: make(chan struct{}), work: make(chan func(bool) bool)}
 	c.wcond = sync.NewCond(&c.wmu)
 	return c
 }
@@ -142,32 +142,33 @@ func (c *Conn) maxFrame() int {
 }
 
 func (c *Conn) serve(m *Message) {
-	run := func() {
+	// run serves m. On a worker (onWorker) a request's handler may answer
+	// early (ReplyNow); run then reports that the worker's count in c.wg
+	// was released. On the reading goroutine it cannot.
+	run := func(onWorker bool) (released bool) {
+		ctx := c.ctx
+		var slot *replySlot
+		if onWorker && m.ID != nil {
+			slot = &replySlot{c: c, id: m.ID}
+			ctx = context.WithValue(ctx, replyKey{}, slot)
+		}
 		var result any
 		var err error
 		if c.opts.Handler == nil {
 			err = Errorf(MethodNotFound, "this peer serves no methods")
 		} else {
-			result, err = c.safeHandle(m)
+			result, err = c.safeHandle(ctx, m)
 		}
-		if m.ID == nil {
-			return
+		if slot != nil && !slot.take() {
+			return true
 		}
-		if err != nil {
-			c.writeError(m.ID, AsError(err))
-			return
+		if m.ID != nil {
+			c.answer(m, result, err)
 		}
-		raw, merr := Marshal(result)
-		if merr != nil {
-			c.writeError(m.ID, Errorf(Internal, "encode result of %s: %v", m.Method, merr))
-			return
-		}
-		if werr := c.write(&Message{JSONRPC: "2.0", ID: m.ID, Result: raw}); werr != nil {
-			return
-		}
+		return false
 	}
 	if c.opts.Serial || (c.opts.Inline != nil && c.opts.Inline(m.Method)) {
-		run()
+		run(false)
 		return
 	}
 	// Hand the request to an idle worker; workers are kept (up to
@@ -187,15 +188,26 @@ func (c *Conn) serve(m *Message) {
 	}
 	c.mu.Unlock()
 	go func() {
-		defer c.wg.Done()
-		run()
-		if !keep {
+		released := run(true)
+		defer func() {
+			if keep {
+				c.mu.Lock()
+				c.workers--
+				c.mu.Unlock()
+			}
+			if !released {
+				c.wg.Done()
+			}
+		}()
+		if !keep || released {
 			return
 		}
 		for {
 			select {
 			case next := <-c.work:
-				next()
+				if released = next(true); released {
+					return // answered early; its handler ran on without the connection
+				}
 			case <-c.ctx.Done():
 				return
 			}
@@ -203,16 +215,86 @@ func (c *Conn) serve(m *Message) {
 	}()
 }
 
+// answer sends a handler's result or error for request m.
+func (c *Conn) answer(m *Message, result any, err error) {
+	if err != nil {
+		c.writeError(m.ID, AsError(err))
+		return
+	}
+	raw, merr := Marshal(result)
+	if merr != nil {
+		c.writeError(m.ID, Errorf(Internal, "encode result of %s: %v", m.Method, merr))
+		return
+	}
+	_ = c.write(&Message{JSONRPC: "2.0", ID: m.ID, Result: raw})
+}
+
+type replyKey struct{}
+
+// replySlot is the answer of one request served on a worker: it goes out
+// once, from the handler's return or earlier from [ReplyNow].
+type replySlot struct {
+	c    *Conn
+	id   json.RawMessage
+	mu   sync.Mutex
+	sent bool
+}
+
+// take claims the answer for the handler's return; false when ReplyNow
+// sent it already (and released the worker's count in c.wg).
+func (s *replySlot) take() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ok := !s.sent
+	s.sent = true
+	return ok
+}
+
+// ReplyNow answers the request ctx belongs to with result at once, while
+// its handler goes on; what the handler returns afterwards is dropped.
+// The handler then no longer holds up the connection's end: Run and Done
+// do not wait for it. ReplyNow reports false, and sends nothing, when ctx
+// is not a request's that can still be answered this way (a notification,
+// an inline or serial method, a call made in Go, one answered already).
+// A long-running handler uses it to say "started" and keep working.
+func ReplyNow(ctx context.Context, result any) bool {
+	s, _ := ctx.Value(replyKey{}).(*replySlot)
+	if s == nil {
+		return false
+	}
+	s.mu.Lock()
+	if s.sent {
+		s.mu.Unlock()
+		return false
+	}
+	s.sent = true
+	s.mu.Unlock()
+	s.c.answer(&Message{ID: s.id}, result, nil)
+	s.c.wg.Done() // the worker's count: the connection no longer waits for this handler
+	return true
+}
+
+// CanReplyNow reports whether ReplyNow may answer for ctx.
+func CanReplyNow(ctx context.Context) bool {
+	s, _ := ctx.Value(replyKey{}).(*replySlot)
+	if s == nil {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return !s.sent
+}
+
 // maxWorkers is how many request goroutines a connection keeps idle.
 const maxWorkers = 16
 
-func (c *Conn) safeHandle(m *Message) (result any, err error) {
+func (c *Conn) safeHandle(ctx context.Context, m *Message) (result any, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = Errorf(Internal, "method %s panicked: %v", m.Method, p)
 		}
 	}()
-	return c.opts.Handler(c.ctx, m.Method, m.Params)
+	return c.opts.Handler(ctx, m.Method, m.Params)
 }
 
 func (c *Conn) deliver(m *Message) {
@@ -363,10 +445,19 @@ func ErrClosedError() *Error { return Errorf(Unavailable, "the connection is clo
 // connection sends it as it is.
 type Encoded json.RawMessage
 
+// MarshalJSON keeps an Encoded value that sits inside another result
+// the JSON it is.
+func (e Encoded) MarshalJSON() ([]byte, error) {
+	if len(e) == 0 {
+		return []byte("null"), nil
+	}
+	return e, nil
+}
+
 // Marshal is json.Marshal without HTML escaping: sources such as
 // "make && make test" travel as written, not as "make \u0026\u0026 …".
 func Marshal(v any) (json.RawMessage, error) {
-	if enc, ok := v.(Encoded); ok && enc != nil {
+	if enc, ok := v.(Encoded); ok && len(enc) > 0 {
 		return json.RawMessage(enc), nil
 	}
 	if raw, ok := v.(json.RawMessage); ok && raw != nil {

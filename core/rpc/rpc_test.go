@@ -225,7 +225,69 @@ func TestMarshalPreEncoded(t *testing.T) {
 	if got, err := Marshal(Encoded(enc)); err != nil || string(got) != string(enc) || string(enc) != `{"n":1,"source":"make && make test"}` {
 		t.Fatalf("Marshal(Encoded) = %s, %v (encoded %s)", got, err, enc)
 	}
+	if got, err := Marshal(map[string]any{"r": Encoded(enc)}); err != nil || string(got) != `{"r":`+string(enc)+`}` {
+		t.Fatalf("nested Encoded = %s, %v", got, err)
+	}
 	if got, err := Marshal(json.RawMessage("{\n \"a\": 1\n}")); err != nil || string(got) != `{"a":1}` {
 		t.Fatalf("raw JSON not compacted: %q, %v", got, err)
 	}
+}
+
+// TestReplyNow: a handler answers early and runs on; its later return is
+// dropped, and the connection's end does not wait for it.
+func TestReplyNow(t *testing.T) {
+	a, b := net.Pipe()
+	release := make(chan struct{})
+	returned := make(chan bool, 1)
+	server := NewConn(a, ConnOptions{
+		Handler: func(ctx context.Context, method string, params json.RawMessage) (any, error) {
+			switch method {
+			case "long":
+				if !CanReplyNow(ctx) || !ReplyNow(ctx, "started") {
+					return nil, Errorf(Internal, "could not answer early")
+				}
+				if ReplyNow(ctx, "twice") || CanReplyNow(ctx) {
+					return nil, Errorf(Internal, "answered twice")
+				}
+				<-release
+				returned <- true
+				return "finished", nil // dropped: the answer went out
+			case "inline":
+				return CanReplyNow(ctx), nil
+			}
+			return "plain", nil
+		},
+		Inline: func(method string) bool { return method == "inline" },
+	})
+	client := NewConn(b, ConnOptions{})
+	go server.Run()
+	go client.Run()
+	ctx := context.Background()
+	var got string
+	if err := client.Call(ctx, "long", nil, &got); err != nil || got != "started" {
+		t.Fatalf("long: %q %v", got, err)
+	}
+	// The connection goes on serving while the handler runs.
+	if err := client.Call(ctx, "other", nil, &got); err != nil || got != "plain" {
+		t.Fatalf("other: %q %v", got, err)
+	}
+	var inline bool
+	if err := client.Call(ctx, "inline", nil, &inline); err != nil || inline {
+		t.Fatalf("an inline method may answer early: %v %v", inline, err)
+	}
+	if ReplyNow(ctx, "x") || CanReplyNow(ctx) {
+		t.Fatal("a context of no request answers early")
+	}
+	// The connection ends while the handler still runs.
+	client.Close()
+	server.Close()
+	<-client.Done()
+	<-server.Done()
+	select {
+	case <-returned:
+		t.Fatal("the handler returned before it was released")
+	default:
+	}
+	close(release)
+	<-returned
 }

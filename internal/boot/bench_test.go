@@ -100,7 +100,13 @@ func BenchmarkExecConcurrent(b *testing.B) {
 // (An fsync on this VM costs more the longer the disk was idle, so a
 // commit timed apart from the execution would not be the one it waited
 // for.)
-func BenchmarkExecTrue(b *testing.B) {
+func BenchmarkExecTrue(b *testing.B) { benchExecTrue(b, client.ExecOptions{}) }
+
+// BenchmarkExecTrueTimeout is BenchmarkExecTrue with a timeout_ms, as the
+// MCP facade always sends one: the execution could become a task.
+func BenchmarkExecTrueTimeout(b *testing.B) { benchExecTrue(b, client.ExecOptions{TimeoutMS: 30000}) }
+
+func benchExecTrue(b *testing.B, opts client.ExecOptions) {
 	dir := shortDir(b)
 	kern := startKernel(b, dir)
 	j, err := core.Lookup[core.Journal](kern.Host(), core.ServiceJournal)
@@ -118,7 +124,7 @@ func BenchmarkExecTrue(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		before := stats.Stats()
 		t0 := time.Now()
-		if _, err := c.Exec(ctx, "/bin/true", client.ExecOptions{}); err != nil {
+		if _, err := c.Exec(ctx, "/bin/true", opts); err != nil {
 			b.Fatal(err)
 		}
 		k := time.Since(t0)

@@ -472,3 +472,53 @@ func TestStatusJournalCounters(t *testing.T) {
 		t.Fatalf("counters did not move: %+v then %+v", before, after)
 	}
 }
+
+// TestTaskOutlivesConnection: an execution that became a task after its
+// timeout runs on when the connection that started it closes, the closed
+// connection is not held open by it, and the task's outcome is recorded.
+func TestTaskOutlivesConnection(t *testing.T) {
+	dir := shortDir(t)
+	startKernel(t, dir)
+	a := attach(t, dir, client.Options{Principal: "agent:short", Session: "s1"})
+	b := attach(t, dir, client.Options{Principal: "agent:watch", Session: "s1"})
+	ctx := context.Background()
+	// The task runs until the test lets it end, so the connection count is
+	// checked while it certainly runs.
+	gate := filepath.Join(t.TempDir(), "go")
+	t.Cleanup(func() { os.WriteFile(gate, nil, 0o600) }) // lets the task end if the test fails early
+	r := exec1(t, a, "while [ ! -e "+gate+" ]; do sleep 0.01; done; echo late", client.ExecOptions{TimeoutMS: 50})
+	if r.Task == "" || r.State != "running" {
+		t.Fatalf("no task: %+v", r)
+	}
+	a.Close()
+	connections := func() int {
+		var st struct{ Connections int }
+		if err := b.Call(ctx, "kernel.status", struct{}{}, &st); err != nil {
+			t.Fatal(err)
+		}
+		return st.Connections
+	}
+	for deadline := time.Now().Add(10 * time.Second); connections() != 1; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d connections: the closed one is still open", connections())
+		}
+	}
+	var rec map[string]any
+	if err := b.Call(ctx, "task.get", map[string]string{"task": r.Task}, &rec); err != nil || rec["state"] != "running" {
+		t.Fatalf("task after its connection closed: %v %v", rec, err)
+	}
+	if err := os.WriteFile(gate, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var wait map[string]any
+	if err := b.Call(ctx, "wait", map[string]any{"target": r.Task, "timeout_ms": 20000}, &wait); err != nil || wait["satisfied"] != true {
+		t.Fatalf("wait: %v %v", wait, err)
+	}
+	if got := structured(t, b, r.TaskURI+"/out?path=.stdout"); got != `{"$":"str","v":"late\n"}` {
+		t.Errorf("task value %s", got)
+	}
+	var rows struct{ Rows []core.JournalRow }
+	if err := b.Call(ctx, "journal.query", map[string]any{"principal": "agent:short"}, &rows); err != nil || len(rows.Rows) != 1 || rows.Rows[0].Ref != r.Ref {
+		t.Fatalf("journal rows of the task: %+v %v", rows, err)
+	}
+}

@@ -327,6 +327,9 @@ func (p *Provider) exec(ctx context.Context, c *core.Caller, req core.ExecReques
 		defer cancel()
 		return p.finish(ctx, c, s, req, entry, run(nil))
 	}
+	if req.TimeoutMS > 0 && !req.Background && rpc.CanReplyNow(ctx) {
+		return p.runOrAnswerEarly(ctx, c, s, req, entry, run, cancel, started)
+	}
 
 	detach := make(chan struct{})
 	done := make(chan *shell.Result, 1)
@@ -356,22 +359,75 @@ func (p *Provider) exec(ctx context.Context, c *core.Caller, req core.ExecReques
 	}
 }
 
+// runOrAnswerEarly runs an execution with a timeout on the request's own
+// goroutine. If the timeout comes first, the run becomes a task: the reply
+// naming the task goes out at once (rpc.ReplyNow) and this goroutine runs
+// on as the task, then records its outcome; what it returns then is
+// dropped. (Running on another goroutine and waiting for it would cost
+// every execution two goroutine hand-offs.)
+func (p *Provider) runOrAnswerEarly(ctx context.Context, c *core.Caller, s *sess, req core.ExecRequest, entry out.Entry,
+	run func(detach <-chan struct{}) *shell.Result, cancel context.CancelFunc, started time.Time) (*built, error) {
+	defer cancel()
+	detach := make(chan struct{})
+	var mu sync.Mutex
+	ended := false
+	var t *task.Task // set when the timeout turned the run into a task
+	timer := time.AfterFunc(time.Duration(req.TimeoutMS)*time.Millisecond, func() {
+		mu.Lock()
+		if ended {
+			mu.Unlock()
+			return
+		}
+		close(detach)
+		var reply *core.ExecReply
+		t, reply = p.startTask(c, req, entry, cancel, started)
+		mu.Unlock()
+		rpc.ReplyNow(ctx, reply)
+	})
+	res := run(detach)
+	mu.Lock()
+	ended = true
+	became := t
+	mu.Unlock()
+	if became == nil {
+		timer.Stop()
+		return p.finish(ctx, c, s, req, entry, res)
+	}
+	return &built{reply: p.finishTask(became, c, s, req, entry, res)}, nil
+}
+
 // becomeTask hands a running execution to the task registry; the reply
 // names the task and the out:N its value will have.
 func (p *Provider) becomeTask(c *core.Caller, s *sess, req core.ExecRequest, entry out.Entry, cancel context.CancelFunc, done chan *shell.Result, started time.Time) *core.ExecReply {
-	t := p.tasks.Begin(c.Session, c.Principal, req.Source, cancel, started)
-	rec := t.Record()
+	t, reply := p.startTask(c, req, entry, cancel, started)
 	go func() {
 		defer cancel()
-		res := <-done
-		b, err := p.finish(context.Background(), c, s, req, entry, res)
-		o := task.Outcome{Exit: res.Exit, Err: err}
-		if b != nil {
-			o.ResultRef, o.ValRef = b.reply.Ref, b.reply.ValRef
-		}
-		p.tasks.Finish(t, o)
+		p.finishTask(t, c, s, req, entry, <-done)
 	}()
-	return &core.ExecReply{Ref: entry.Ref, URI: entry.URI, State: "running", Task: rec.Task, TaskURI: rec.URI, Effects: []string{}}
+	return reply
+}
+
+// startTask registers a running execution as a task and returns the reply
+// that names it.
+func (p *Provider) startTask(c *core.Caller, req core.ExecRequest, entry out.Entry, cancel context.CancelFunc, started time.Time) (*task.Task, *core.ExecReply) {
+	t := p.tasks.Begin(c.Session, c.Principal, req.Source, cancel, started)
+	rec := t.Record()
+	return t, &core.ExecReply{Ref: entry.Ref, URI: entry.URI, State: "running", Task: rec.Task, TaskURI: rec.URI, Effects: []string{}}
+}
+
+// finishTask records a task's run once it ended, like a foreground one,
+// and its outcome in the task; it returns the execution's reply (nil when
+// recording failed).
+func (p *Provider) finishTask(t *task.Task, c *core.Caller, s *sess, req core.ExecRequest, entry out.Entry, res *shell.Result) *core.ExecReply {
+	b, err := p.finish(context.Background(), c, s, req, entry, res)
+	o := task.Outcome{Exit: res.Exit, Err: err}
+	var reply *core.ExecReply
+	if b != nil {
+		reply = b.reply
+		o.ResultRef, o.ValRef = reply.Ref, reply.ValRef
+	}
+	p.tasks.Finish(t, o)
+	return reply
 }
 
 // finish records the value, journals the execution, publishes the
@@ -423,7 +479,9 @@ func (p *Provider) finish(ctx context.Context, c *core.Caller, s *sess, req core
 		flushed <- nil
 	}
 	if j, err := core.Lookup[core.Journal](p.host, core.ServiceJournal); err == nil {
-		if _, err := j.Append(ctx, row); err != nil {
+		// The row is written even if the caller went away meanwhile: the
+		// execution happened.
+		if _, err := j.Append(context.WithoutCancel(ctx), row); err != nil {
 			return nil, rpc.Errorf(rpc.Internal, "journal the execution: %v (its value is %s)", err, e.Ref)
 		}
 	}

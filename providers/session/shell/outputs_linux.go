@@ -97,16 +97,20 @@ func (o *outputs) close() {
 	}
 }
 
+// pidfdOpen is unix.PidfdOpen; tests replace it to take the fallback.
+var pidfdOpen = unix.PidfdOpen
+
 // copy reads the pipes into their writers until the process pid has
 // exited and the pipes have ended, or grace after its exit, whichever is
 // first: a daemonised grandchild holding a pipe does not hold up the run
 // (the pipe is then closed, as os/exec's WaitDelay does). It returns once
-// the process has exited; reaping it is the caller's.
-func (o *outputs) copy(pid int, grace time.Duration) error {
-	defer o.close()
-	pidfd, err := unix.PidfdOpen(pid, 0)
+// the process has exited; reaping it is the caller's, and then calling
+// the returned drain, which is not nil only when the reading had to go on
+// in goroutines (no pidfd could be opened, or poll failed).
+func (o *outputs) copy(pid int, grace time.Duration) (drain func()) {
+	pidfd, err := pidfdOpen(pid, 0)
 	if err != nil {
-		return err
+		return o.copyInBackground(grace)
 	}
 	defer unix.Close(pidfd)
 	fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
@@ -125,6 +129,7 @@ func (o *outputs) copy(pid int, grace time.Duration) error {
 		if !deadline.IsZero() {
 			left := time.Until(deadline)
 			if left <= 0 {
+				o.close()
 				return nil
 			}
 			timeout = int(left/time.Millisecond) + 1
@@ -133,7 +138,7 @@ func (o *outputs) copy(pid int, grace time.Duration) error {
 			if err == unix.EINTR {
 				continue
 			}
-			return err
+			return o.copyInBackground(grace)
 		}
 		for i := range fds {
 			f := &fds[i]
@@ -161,4 +166,45 @@ func (o *outputs) copy(pid int, grace time.Duration) error {
 		}
 	}
 	return nil
+}
+
+// copyInBackground copies the pipes still open with a goroutine each, as
+// os/exec does. The returned drain, called once the process is reaped,
+// waits for them up to grace, then closes the pipes.
+func (o *outputs) copyInBackground(grace time.Duration) (drain func()) {
+	var wg sync.WaitGroup
+	var files []*os.File
+	for s, fd := range o.read {
+		if fd < 0 {
+			continue
+		}
+		o.read[s] = -1 // the file owns it now
+		// Non-blocking, so the file is pollable and Close interrupts a
+		// read that a grandchild holding the pipe would keep waiting.
+		if err := unix.SetNonblock(fd, true); err != nil {
+			unix.Close(fd)
+			continue
+		}
+		f := os.NewFile(uintptr(fd), "|0")
+		files = append(files, f)
+		dst := o.dst[s]
+		wg.Go(func() { io.Copy(dst, f) })
+	}
+	return func() {
+		done := make(chan struct{})
+		go func() {
+			wg.Wait()
+			close(done)
+		}()
+		t := time.NewTimer(grace)
+		defer t.Stop()
+		select {
+		case <-done:
+		case <-t.C:
+		}
+		for _, f := range files {
+			f.Close()
+		}
+		<-done
+	}
 }

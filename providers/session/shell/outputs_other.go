@@ -14,6 +14,6 @@ type outputs struct{ child [2]*os.File }
 
 func newOutputs(stdout, stderr io.Writer) (*outputs, error) { return nil, nil }
 
-func (*outputs) started()                                {}
-func (*outputs) close()                                  {}
-func (*outputs) copy(pid int, grace time.Duration) error { return nil }
+func (*outputs) started()                                 {}
+func (*outputs) close()                                   {}
+func (*outputs) copy(pid int, grace time.Duration) func() { return nil }

@@ -352,13 +352,15 @@ func (e *Evaluator) spawn(ctx context.Context, ru *run, hc interp.HandlerContext
 		fmt.Fprintf(hc.Stderr, "%s: %v\n", args[0], unwrapPathError(err))
 		return interp.ExitStatus(126)
 	}
+	var drain func()
 	if outs != nil {
 		outs.started()
-		if err := outs.copy(cmd.Process.Pid, ioGrace); err != nil {
-			fmt.Fprintf(hc.Stderr, "shoal: reading the output of %s: %v\n", args[0], err)
-		}
+		drain = outs.copy(cmd.Process.Pid, ioGrace)
 	}
 	werr := cmd.Wait()
+	if drain != nil {
+		drain()
+	}
 	close(g.leaderDone)
 	if !g.alive() {
 		e.mu.Lock()

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -227,8 +228,12 @@ func (e *Evaluator) RunWith(ctx context.Context, src string, opts RunOptions) (*
 	}
 
 	e.mu.Lock()
-	r, before := e.next, e.exportsLocked()
-	e.next = nil
+	var r *interp.Runner
+	if !ru.detached {
+		// The copy made ahead is for the foreground; a task makes its own.
+		r, e.next = e.next, nil
+	}
+	before := e.exportsLocked()
 	if r == nil {
 		r = copySession(e.session)
 	}
@@ -254,7 +259,7 @@ func (e *Evaluator) RunWith(ctx context.Context, src string, opts RunOptions) (*
 		}()
 	}
 
-	err := r.Run(ru.ctx, file)
+	panicked, err := runRecovering(ru.ctx, r, file)
 	close(watchDone)
 	stopCaller()
 
@@ -278,7 +283,12 @@ func (e *Evaluator) RunWith(ctx context.Context, src string, opts RunOptions) (*
 
 	changed := before.changed(r.Vars)
 	interp.StdIO(nil, nil, nil)(r) // the committed state must not keep this run's buffers alive
-	if ru.finish() {
+	if merge := ru.finish(); merge && panicked {
+		// The interpreter stopped half-way through its own bookkeeping:
+		// its state is not one to go on from. The session keeps the one
+		// it had.
+		<-e.fg
+	} else if merge {
 		e.mu.Lock()
 		e.session = r
 		e.exported = nil
@@ -336,6 +346,24 @@ func (e *Evaluator) prepare(session *interp.Runner) {
 	if e.exported == nil {
 		e.exported = x
 	}
+}
+
+// runRecovering is r.Run with a panic in the interpreter or in one of the
+// evaluator's handlers turned into an error, so that the run ends like a
+// failed command and gives back what it holds (the foreground, its
+// processes) instead of leaving the session waiting for a run that is
+// gone. The stack goes into the error: it is what a bug report needs.
+func runRecovering(ctx context.Context, r *interp.Runner, file *syntax.File) (panicked bool, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			stack := debug.Stack()
+			if len(stack) > 4096 {
+				stack = stack[:4096]
+			}
+			panicked, err = true, fmt.Errorf("internal error (please report it): %v\n%s", p, stack)
+		}
+	}()
+	return false, r.Run(ctx, file)
 }
 
 // Cwd is the session's working directory as of the last foreground run.

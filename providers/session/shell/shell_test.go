@@ -3,6 +3,7 @@ package shell
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -714,5 +715,27 @@ func TestProcessEnvironment(t *testing.T) {
 	}
 	if res := runSrc(t, e, `env | grep -c '^A='`); res.Stdout != "1\n" {
 		t.Errorf("A appears %q times in the environment", res.Stdout)
+	}
+}
+
+// TestPanicInRun: a panic in a handler ends that run as a failed command
+// with the reason; the session gives the foreground back and keeps the
+// state it had before the run.
+func TestPanicInRun(t *testing.T) {
+	e, _ := newTestEvaluator(t, nil, Options{Emit: func(context.Context, string, json.RawMessage) (uint64, error) {
+		panic("boom in a handler")
+	}})
+	res, err := e.Run(context.Background(), `export A=1; emit user.a '{}'`)
+	if err != nil || res.Exit != 1 || !strings.Contains(res.Stderr, "internal error") || !strings.Contains(res.Stderr, "boom in a handler") {
+		t.Fatalf("panicking run: exit %d stderr %q err %v", res.Exit, res.Stderr, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err = e.Run(ctx, `echo "A=${A-unset}"`)
+	if err != nil {
+		t.Fatalf("the next run did not get the foreground: %v", err)
+	}
+	if res.Stdout != "A=unset\n" {
+		t.Errorf("state of the panicked run was kept: %q", res.Stdout)
 	}
 }

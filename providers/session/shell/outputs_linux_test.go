@@ -1,0 +1,32 @@
+package shell
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestOutputsWithoutPidfd: when no pidfd can be opened for a process,
+// its output is copied by goroutines instead, with the same results.
+func TestOutputsWithoutPidfd(t *testing.T) {
+	saved := pidfdOpen
+	pidfdOpen = func(int, int) (int, error) { return -1, errors.New("no pidfd in this test") }
+	defer func() { pidfdOpen = saved }()
+	e, dir := newTestEvaluator(t, nil, Options{})
+	if res := runSrc(t, e, `sh -c 'echo a; echo b >&2; echo c' 2>&1`); res.Stdout != "a\nb\nc\n" {
+		t.Errorf("2>&1: %q", res.Stdout)
+	}
+	res := runSrc(t, e, `sh -c 'seq 1 100000; seq 1 100000 >&2; echo end'`)
+	if !strings.HasSuffix(res.Stdout, "\n100000\nend\n") || !strings.HasSuffix(res.Stderr, "\n100000\n") {
+		t.Errorf("large output: stdout …%q stderr …%q", tail(res.Stdout), tail(res.Stderr))
+	}
+	res = runSrc(t, e, `sh -c '(sleep 5; touch late.txt) & echo early'`)
+	if res.Stdout != "early\n" {
+		t.Errorf("daemonised grandchild: stdout %q", res.Stdout)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "late.txt")); err == nil {
+		t.Errorf("the run waited for the grandchild")
+	}
+}
