@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"testing"
 	"time"
@@ -35,11 +36,22 @@ func rawTimed(b *testing.B, p *mcpPeer, id int, method string, params any) time.
 	return d
 }
 
+// asInProduction makes the facades a benchmark starts skip the output
+// schema check that TestMain turns on for tests; it returns no extra
+// flags.
+func asInProduction(b *testing.B) []string {
+	b.Helper()
+	old := os.Getenv(checkOutputEnv)
+	os.Unsetenv(checkOutputEnv)
+	b.Cleanup(func() { os.Setenv(checkOutputEnv, old) })
+	return nil
+}
+
 // BenchmarkFacade measures the facade over stdio against the cheapest MCP
 // round trip (ping) in the same run.
 func BenchmarkFacade(b *testing.B) {
 	sd := newStateDir(b)
-	p := startStdio(b, sd, "agent:bench")
+	p := startStdio(b, sd, "agent:bench", asInProduction(b)...)
 	m, _ := p.callOK("shoal_exec", map[string]any{"source": `printf '{"rows":[{"name":"a","n":1},{"name":"b","n":2}]}' | from json`})
 	readURI := m["uri"].(string) + "?path=.rows[1].name"
 

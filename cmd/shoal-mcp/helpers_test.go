@@ -31,6 +31,9 @@ import (
 var facadeBin string
 
 func TestMain(m *testing.M) {
+	// Every facade of these tests, in process or started as a binary,
+	// checks its tool results against their output schemas.
+	os.Setenv(checkOutputEnv, "1")
 	dir, err := os.MkdirTemp("", "shoal-mcp-bin")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
