@@ -522,3 +522,35 @@ func TestTaskOutlivesConnection(t *testing.T) {
 		t.Fatalf("journal rows of the task: %+v %v", rows, err)
 	}
 }
+
+// TestPlanApplyBecomesTask: a plan applied with a timeout it outlasts
+// answers with the task, and the plan is applied (its ref recorded) at
+// once, not when the task ends.
+func TestPlanApplyBecomesTask(t *testing.T) {
+	dir := shortDir(t)
+	startKernel(t, dir)
+	agent := attach(t, dir, client.Options{Principal: "agent:planner"})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var plan map[string]any
+	if err := agent.Call(ctx, "plan.create", map[string]string{"source": "sleep 0.3; echo applied"}, &plan); err != nil || plan["verdict"] != "allow" {
+		t.Fatalf("plan: %v %v", plan, err)
+	}
+	ref := plan["ref"].(string)
+	var reply client.ExecReply
+	if err := agent.Call(ctx, "plan.apply", map[string]any{"ref": ref, "timeout_ms": 20}, &reply); err != nil || reply.Task == "" || reply.State != "running" {
+		t.Fatalf("apply: %+v %v", reply, err)
+	}
+	var got map[string]any
+	if err := agent.Call(ctx, "plan.get", map[string]string{"ref": ref}, &got); err != nil || got["applied"] != true || got["applied_ref"] != reply.Ref {
+		t.Fatalf("plan after an apply that became a task: %v %v (reply ref %s)", got, err, reply.Ref)
+	}
+	var list map[string]any
+	if err := agent.Call(ctx, "plan.list", map[string]any{}, &list); err != nil {
+		t.Fatalf("plan.list: %v", err)
+	}
+	var wait map[string]any
+	if err := agent.Call(ctx, "wait", map[string]any{"target": reply.Task, "timeout_ms": 20000}, &wait); err != nil || wait["satisfied"] != true {
+		t.Fatalf("wait: %v %v", wait, err)
+	}
+}

@@ -342,6 +342,9 @@ func (p *Provider) Apply(ctx context.Context, c *core.Caller, ref string, timeou
 		return nil, rpc.Errorf(rpc.Unavailable, "no executor is loaded, so plan %s cannot run now; it stays unapplied", rec.Ref)
 	}
 	reply, err := ex.Exec(ctx, c, core.ExecRequest{Source: rec.Source, TimeoutMS: timeoutMS, Kind: "plan.apply", SkipPolicy: true, PlanRef: rec.Ref})
+	if err == nil && reply == nil {
+		err = rpc.Errorf(rpc.Internal, "the executor gave no reply for plan %s", rec.Ref)
+	}
 	if err != nil {
 		// The executor could not start the source: the plan stays usable.
 		release()

@@ -239,7 +239,7 @@ func (p *Provider) Methods() map[string]core.Method {
 			if err := decode(raw, &ep); err != nil {
 				return nil, err
 			}
-			b, err := p.exec(ctx, c, core.ExecRequest{Source: ep.Source, TimeoutMS: ep.TimeoutMS, Background: ep.Background})
+			b, err := p.exec(ctx, c, core.ExecRequest{Source: ep.Source, TimeoutMS: ep.TimeoutMS, Background: ep.Background}, true)
 			if err != nil {
 				return nil, err
 			}
@@ -265,7 +265,7 @@ func decode(raw json.RawMessage, v any) error {
 
 // Exec implements core.Executor: it runs source in the caller's session.
 func (p *Provider) Exec(ctx context.Context, c *core.Caller, req core.ExecRequest) (*core.ExecReply, error) {
-	b, err := p.exec(ctx, c, req)
+	b, err := p.exec(ctx, c, req, false)
 	if err != nil {
 		return nil, err
 	}
@@ -273,8 +273,10 @@ func (p *Provider) Exec(ctx context.Context, c *core.Caller, req core.ExecReques
 }
 
 // exec is Exec, with the reply also encoded when it could be done off
-// the critical path.
-func (p *Provider) exec(ctx context.Context, c *core.Caller, req core.ExecRequest) (*built, error) {
+// the critical path. ownRequest says that ctx is the exec request's own,
+// whose reply is exec's reply: only then may a run that times out answer
+// early (a Go caller such as plan.apply needs the reply returned to it).
+func (p *Provider) exec(ctx context.Context, c *core.Caller, req core.ExecRequest, ownRequest bool) (*built, error) {
 	if strings.TrimSpace(req.Source) == "" {
 		return nil, rpc.Errorf(rpc.InvalidParams, "source is empty: give shell source such as \"ls -la\"")
 	}
@@ -327,7 +329,7 @@ func (p *Provider) exec(ctx context.Context, c *core.Caller, req core.ExecReques
 		defer cancel()
 		return p.finish(ctx, c, s, req, entry, run(nil))
 	}
-	if req.TimeoutMS > 0 && !req.Background && rpc.CanReplyNow(ctx) {
+	if req.TimeoutMS > 0 && !req.Background && ownRequest && rpc.CanReplyNow(ctx) {
 		return p.runOrAnswerEarly(ctx, c, s, req, entry, run, cancel, started)
 	}
 
@@ -371,7 +373,8 @@ func (p *Provider) runOrAnswerEarly(ctx context.Context, c *core.Caller, s *sess
 	detach := make(chan struct{})
 	var mu sync.Mutex
 	ended := false
-	var t *task.Task // set when the timeout turned the run into a task
+	var t *task.Task              // set when the timeout turned the run into a task
+	var taskReply *core.ExecReply // the reply that says so
 	timer := time.AfterFunc(time.Duration(req.TimeoutMS)*time.Millisecond, func() {
 		mu.Lock()
 		if ended {
@@ -379,21 +382,25 @@ func (p *Provider) runOrAnswerEarly(ctx context.Context, c *core.Caller, s *sess
 			return
 		}
 		close(detach)
-		var reply *core.ExecReply
-		t, reply = p.startTask(c, req, entry, cancel, started)
+		t, taskReply = p.startTask(c, req, entry, cancel, started)
+		reply := taskReply
 		mu.Unlock()
 		rpc.ReplyNow(ctx, reply)
 	})
 	res := run(detach)
 	mu.Lock()
 	ended = true
-	became := t
+	became, reply := t, taskReply
 	mu.Unlock()
 	if became == nil {
 		timer.Stop()
 		return p.finish(ctx, c, s, req, entry, res)
 	}
-	return &built{reply: p.finishTask(became, c, s, req, entry, res)}, nil
+	p.finishTask(became, c, s, req, entry, res)
+	// Whichever goes out, this or the timer's ReplyNow, it is the reply
+	// that names the task: the caller learns of the task either way, and
+	// reads its outcome from it.
+	return &built{reply: reply}, nil
 }
 
 // becomeTask hands a running execution to the task registry; the reply
@@ -416,18 +423,14 @@ func (p *Provider) startTask(c *core.Caller, req core.ExecRequest, entry out.Ent
 }
 
 // finishTask records a task's run once it ended, like a foreground one,
-// and its outcome in the task; it returns the execution's reply (nil when
-// recording failed).
-func (p *Provider) finishTask(t *task.Task, c *core.Caller, s *sess, req core.ExecRequest, entry out.Entry, res *shell.Result) *core.ExecReply {
+// and its outcome in the task.
+func (p *Provider) finishTask(t *task.Task, c *core.Caller, s *sess, req core.ExecRequest, entry out.Entry, res *shell.Result) {
 	b, err := p.finish(context.Background(), c, s, req, entry, res)
 	o := task.Outcome{Exit: res.Exit, Err: err}
-	var reply *core.ExecReply
 	if b != nil {
-		reply = b.reply
-		o.ResultRef, o.ValRef = reply.Ref, reply.ValRef
+		o.ResultRef, o.ValRef = b.reply.Ref, b.reply.ValRef
 	}
 	p.tasks.Finish(t, o)
-	return reply
 }
 
 // finish records the value, journals the execution, publishes the

@@ -283,6 +283,10 @@ func (e *Evaluator) RunWith(ctx context.Context, src string, opts RunOptions) (*
 
 	changed := before.changed(r.Vars)
 	interp.StdIO(nil, nil, nil)(r) // the committed state must not keep this run's buffers alive
+	if panicked {
+		// Whatever the run started is ended: nothing will wait for it.
+		e.terminate(ru)
+	}
 	if merge := ru.finish(); merge && panicked {
 		// The interpreter stopped half-way through its own bookkeeping:
 		// its state is not one to go on from. The session keeps the one

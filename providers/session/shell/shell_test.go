@@ -738,4 +738,14 @@ func TestPanicInRun(t *testing.T) {
 	if res.Stdout != "A=unset\n" {
 		t.Errorf("state of the panicked run was kept: %q", res.Stdout)
 	}
+	// What the run started is ended with it.
+	res, _ = e.Run(ctx, `yes | { sleep 0.1; emit user.a '{}'; }`)
+	if res.Exit != 1 || !strings.Contains(res.Stderr, "boom in a handler") {
+		t.Fatalf("panic right of a pipe: exit %d stderr %q", res.Exit, res.Stderr)
+	}
+	for deadline := time.Now().Add(20 * time.Second); len(e.Processes()) > 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("processes of the panicked run still run: %+v", e.Processes())
+		}
+	}
 }
