@@ -83,6 +83,22 @@ func (e *Evaluator) builtinMiddleware(next interp.ExecHandlerFunc) interp.ExecHa
 	}
 }
 
+// recoverMiddleware turns a panic in a builtin or in starting a process
+// into a failed command with the reason on stderr, exit 70. The
+// interpreter runs pipeline stages and background jobs on goroutines of
+// its own, where a panic would otherwise end the kernel.
+func recoverMiddleware(next interp.ExecHandlerFunc) interp.ExecHandlerFunc {
+	return func(ctx context.Context, args []string) (err error) {
+		defer func() {
+			if p := recover(); p != nil {
+				fmt.Fprintf(interp.HandlerCtx(ctx).Stderr, "%s: internal error (please report it): %v\n", args[0], p)
+				err = interp.ExitStatus(70)
+			}
+		}()
+		return next(ctx, args)
+	}
+}
+
 // processMiddleware runs external commands as processes in their own
 // process group. It is the last handler: it never calls next, because the
 // default handler would start processes this evaluator cannot track.

@@ -164,7 +164,7 @@ func New(opts Options) (*Evaluator, error) {
 		interp.StdIO(nil, nil, nil),
 		interp.CallHandler(e.callHandler),
 		interp.OpenHandler(e.openHandler),
-		interp.ExecHandlers(e.builtinMiddleware, e.processMiddleware),
+		interp.ExecHandlers(recoverMiddleware, e.builtinMiddleware, e.processMiddleware),
 	)
 	if err != nil {
 		e.devNull.Close()

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"mvdan.cc/sh/v3/interp"
 	"os"
 	"path/filepath"
 	"slices"
@@ -718,34 +719,41 @@ func TestProcessEnvironment(t *testing.T) {
 	}
 }
 
-// TestPanicInRun: a panic in a handler ends that run as a failed command
-// with the reason; the session gives the foreground back and keeps the
-// state it had before the run.
-func TestPanicInRun(t *testing.T) {
+// TestPanicInBuiltin: a panic in a builtin fails that command (exit 70,
+// the reason on stderr), wherever the interpreter runs it, and the session
+// goes on.
+func TestPanicInBuiltin(t *testing.T) {
 	e, _ := newTestEvaluator(t, nil, Options{Emit: func(context.Context, string, json.RawMessage) (uint64, error) {
 		panic("boom in a handler")
 	}})
-	res, err := e.Run(context.Background(), `export A=1; emit user.a '{}'`)
-	if err != nil || res.Exit != 1 || !strings.Contains(res.Stderr, "internal error") || !strings.Contains(res.Stderr, "boom in a handler") {
-		t.Fatalf("panicking run: exit %d stderr %q err %v", res.Exit, res.Stderr, err)
+	res := runSrc(t, e, `export A=1; emit user.a '{}'; echo "after $?"`)
+	if res.Stdout != "after 70\n" || !strings.Contains(res.Stderr, "internal error") || !strings.Contains(res.Stderr, "boom in a handler") {
+		t.Fatalf("stdout %q stderr %q", res.Stdout, res.Stderr)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	res, err = e.Run(ctx, `echo "A=${A-unset}"`)
+	// In a pipeline stage and in a background job, which run on the
+	// interpreter's own goroutines.
+	if res := runSrc(t, e, `emit user.a '{}' | cat; yes | { sleep 0.1; emit user.a '{}'; }; echo "exit $?"`); res.Stdout != "exit 70\n" {
+		t.Errorf("pipeline: stdout %q stderr %q", res.Stdout, res.Stderr)
+	}
+	runSrc(t, e, `emit user.a '{}' & wait`)
+	if res := runSrc(t, e, `echo "A=$A"`); res.Stdout != "A=1\n" {
+		t.Errorf("the session did not go on: %q", res.Stdout)
+	}
+}
+
+// TestRunRecovering: a panic inside the interpreter's run becomes an
+// error that says so.
+func TestRunRecovering(t *testing.T) {
+	r, err := interp.New(interp.CallHandler(func(context.Context, []string) ([]string, error) { panic("inside the interpreter") }))
 	if err != nil {
-		t.Fatalf("the next run did not get the foreground: %v", err)
+		t.Fatal(err)
 	}
-	if res.Stdout != "A=unset\n" {
-		t.Errorf("state of the panicked run was kept: %q", res.Stdout)
+	f, err := Parse("true")
+	if err != nil {
+		t.Fatal(err)
 	}
-	// What the run started is ended with it.
-	res, _ = e.Run(ctx, `yes | { sleep 0.1; emit user.a '{}'; }`)
-	if res.Exit != 1 || !strings.Contains(res.Stderr, "boom in a handler") {
-		t.Fatalf("panic right of a pipe: exit %d stderr %q", res.Exit, res.Stderr)
-	}
-	for deadline := time.Now().Add(20 * time.Second); len(e.Processes()) > 0; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("processes of the panicked run still run: %+v", e.Processes())
-		}
+	panicked, err := runRecovering(context.Background(), r, f)
+	if !panicked || err == nil || !strings.Contains(err.Error(), "inside the interpreter") {
+		t.Fatalf("panicked %v, err %v", panicked, err)
 	}
 }
