@@ -396,15 +396,51 @@ func (f *Facade) toolApply(ctx context.Context, req mcp.CallToolRequest) (*mcp.C
 
 // execLike runs exec or plan.apply and shapes their common reply.
 func (f *Facade) execLike(ctx context.Context, method string, params any) (*mcp.CallToolResult, error) {
-	m, _, err := f.callObject(ctx, method, params)
+	m, raw, err := f.callObject(ctx, method, params)
 	if err != nil {
 		return toolFailure(err), nil
 	}
 	text := execText(m)
 	// The preview text is the result's text; the object keeps the typed
-	// preview and everything else.
-	delete(m, "preview_text")
-	return result(text, m), nil
+	// preview and everything else, as the kernel wrote them: a record's
+	// fields keep their order (a map would sort them).
+	obj, err := withoutMember(raw, "preview_text")
+	if err != nil {
+		delete(m, "preview_text")
+		return result(text, m), nil
+	}
+	return result(text, obj), nil
+}
+
+// withoutMember returns the JSON object raw without its top-level member
+// name, every other member as it was, in its order.
+func withoutMember(raw json.RawMessage, name string) (json.RawMessage, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil, fmt.Errorf("not a JSON object")
+	}
+	out := make([]byte, 0, len(raw))
+	out = append(out, '{')
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		key, _ := t.(string)
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, err
+		}
+		if key == name {
+			continue
+		}
+		if len(out) > 1 {
+			out = append(out, ',')
+		}
+		k, _ := json.Marshal(key)
+		out = append(append(append(out, k...), ':'), v...)
+	}
+	return append(out, '}'), nil
 }
 
 // execText is an execution reply as a model reads it: one status line,

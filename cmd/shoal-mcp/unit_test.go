@@ -264,3 +264,17 @@ func TestHTTPSweep(t *testing.T) {
 		t.Errorf("facade still tracks %d sessions", len(f.sessions))
 	}
 }
+
+func TestWithoutMember(t *testing.T) {
+	raw := json.RawMessage(`{"ref":"out:1","preview_text":"x\ny","preview":{"$":"record","v":{"z":1,"a":2}},"exit":0}`)
+	got, err := withoutMember(raw, "preview_text")
+	if err != nil || string(got) != `{"ref":"out:1","preview":{"$":"record","v":{"z":1,"a":2}},"exit":0}` {
+		t.Fatalf("got %s, %v", got, err)
+	}
+	if got, err := withoutMember(json.RawMessage(`{"a":1}`), "b"); err != nil || string(got) != `{"a":1}` {
+		t.Fatalf("no such member: %s, %v", got, err)
+	}
+	if _, err := withoutMember(json.RawMessage(`[1]`), "a"); err == nil {
+		t.Fatal("an array passed as an object")
+	}
+}
