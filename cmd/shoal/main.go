@@ -498,6 +498,16 @@ func runClient(cmd string, args []string, stdout, stderr io.Writer) error {
 				fmt.Fprintf(stdout, "session %v (%v attached)\n", m["name"], m["attached"])
 			}
 		}
+		if j, ok := r["journal"].(map[string]any); ok {
+			rows, _ := j["rows"].(float64)
+			commits, _ := j["commits"].(float64)
+			wait, _ := j["wait_ns"].(float64)
+			fmt.Fprintf(stdout, "journal %.0f rows in %.0f commits since start", rows, commits)
+			if rows > 0 {
+				fmt.Fprintf(stdout, ", %.2f ms average wait for a durable row", wait/rows/1e6)
+			}
+			fmt.Fprintln(stdout)
+		}
 		return nil
 	}
 	if err != nil {
