@@ -99,6 +99,32 @@ func recoverMiddleware(next interp.ExecHandlerFunc) interp.ExecHandlerFunc {
 	}
 }
 
+// recoverCall and recoverOpen do for the call and open handlers what
+// recoverMiddleware does for commands: a panic becomes an error (which
+// ends the run, or fails the redirection) instead of ending the kernel
+// from one of the interpreter's goroutines.
+func recoverCall(h interp.CallHandlerFunc) interp.CallHandlerFunc {
+	return func(ctx context.Context, args []string) (out []string, err error) {
+		defer func() {
+			if p := recover(); p != nil {
+				err = fmt.Errorf("internal error (please report it): %v", p)
+			}
+		}()
+		return h(ctx, args)
+	}
+}
+
+func recoverOpen(h interp.OpenHandlerFunc) interp.OpenHandlerFunc {
+	return func(ctx context.Context, path string, flag int, perm os.FileMode) (f io.ReadWriteCloser, err error) {
+		defer func() {
+			if p := recover(); p != nil {
+				err = fmt.Errorf("internal error (please report it): %v", p)
+			}
+		}()
+		return h(ctx, path, flag, perm)
+	}
+}
+
 // processMiddleware runs external commands as processes in their own
 // process group. It is the last handler: it never calls next, because the
 // default handler would start processes this evaluator cannot track.

@@ -30,3 +30,24 @@ func TestOutputsWithoutPidfd(t *testing.T) {
 		t.Errorf("the run waited for the grandchild")
 	}
 }
+
+// TestPanicAfterStart: a panic while a started process's output is read
+// fails the command, and the process is still ended and reaped: nothing
+// of it is left for Close to wait for.
+func TestPanicAfterStart(t *testing.T) {
+	saved := pidfdOpen
+	pidfdOpen = func(int, int) (int, error) { panic("boom after start") }
+	defer func() { pidfdOpen = saved }()
+	e, _ := newTestEvaluator(t, nil, Options{})
+	res := runSrc(t, e, `sleep 1000; echo "after $?"`)
+	if res.Stdout != "after 70\n" || !strings.Contains(res.Stderr, "boom after start") {
+		t.Fatalf("stdout %q stderr %q", res.Stdout, res.Stderr)
+	}
+	if ps := e.Processes(); len(ps) != 0 {
+		t.Errorf("processes left after the run: %+v", ps)
+	}
+	pidfdOpen = saved
+	if err := e.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+}

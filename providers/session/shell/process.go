@@ -352,6 +352,24 @@ func (e *Evaluator) spawn(ctx context.Context, ru *run, hc interp.HandlerContext
 		fmt.Fprintf(hc.Stderr, "%s: %v\n", args[0], unwrapPathError(err))
 		return interp.ExitStatus(126)
 	}
+	// Should anything below panic (recoverMiddleware turns that into a
+	// failed command), the process is still ended, reaped and accounted
+	// for: nothing else would ever wait for it.
+	reaped := false
+	defer func() {
+		if reaped {
+			return
+		}
+		p := recover()
+		g.signal(sigKILL)
+		_ = cmd.Wait()
+		close(g.leaderDone)
+		e.mu.Lock()
+		delete(e.groups, g.pgid)
+		e.mu.Unlock()
+		e.wg.Done()
+		panic(p)
+	}()
 	var drain func()
 	if outs != nil {
 		outs.started()
@@ -361,6 +379,7 @@ func (e *Evaluator) spawn(ctx context.Context, ru *run, hc interp.HandlerContext
 	if drain != nil {
 		drain()
 	}
+	reaped = true
 	close(g.leaderDone)
 	if !g.alive() {
 		e.mu.Lock()

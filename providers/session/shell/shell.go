@@ -162,8 +162,8 @@ func New(opts Options) (*Evaluator, error) {
 		interp.Env(expand.ListEnviron(env...)),
 		interp.Dir(dir),
 		interp.StdIO(nil, nil, nil),
-		interp.CallHandler(e.callHandler),
-		interp.OpenHandler(e.openHandler),
+		interp.CallHandler(recoverCall(e.callHandler)),
+		interp.OpenHandler(recoverOpen(e.openHandler)),
 		interp.ExecHandlers(recoverMiddleware, e.builtinMiddleware, e.processMiddleware),
 	)
 	if err != nil {
@@ -305,7 +305,7 @@ func (e *Evaluator) RunWith(ctx context.Context, src string, opts RunOptions) (*
 
 	// Background jobs (cmd &) outlive their run, so their context stays
 	// alive until Close; everything else ends here.
-	if ru.mayBackground && runCtx.Err() == nil {
+	if ru.mayBackground && runCtx.Err() == nil && !panicked {
 		e.mu.Lock()
 		e.lingering[ru] = cancel
 		e.mu.Unlock()
