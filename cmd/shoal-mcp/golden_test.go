@@ -320,8 +320,12 @@ func (n *goldenNormaliser) normalise(b []byte) ([]byte, error) {
 	}
 	v = n.walk(v, nil)
 	var out bytes.Buffer
-	writeOrdered(&out, v, "")
-	out.WriteByte('\n')
+	enc := json.NewEncoder(&out)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
 	return out.Bytes(), nil
 }
 
@@ -429,52 +433,35 @@ func decodeOrdered(dec *json.Decoder) (any, error) {
 	}
 }
 
-// writeOrdered pretty-prints v with two-space indentation, like
-// json.MarshalIndent but in received key order and without HTML escaping.
-func writeOrdered(w *bytes.Buffer, v any, indent string) {
-	switch v := v.(type) {
-	case orderedObject:
-		if len(v) == 0 {
-			w.WriteString("{}")
-			return
+// MarshalJSON writes the members in their order, without HTML escaping
+// (an Encoder with SetIndent then lays it out).
+func (o orderedObject) MarshalJSON() ([]byte, error) {
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i, m := range o {
+		if i > 0 {
+			b.WriteByte(',')
 		}
-		w.WriteString("{\n")
-		for i, m := range v {
-			w.WriteString(indent + "  ")
-			writeScalar(w, m.key)
-			w.WriteString(": ")
-			writeOrdered(w, m.val, indent+"  ")
-			if i < len(v)-1 {
-				w.WriteByte(',')
-			}
-			w.WriteByte('\n')
+		if err := encodeUnescaped(&b, m.key); err != nil {
+			return nil, err
 		}
-		w.WriteString(indent + "}")
-	case []any:
-		if len(v) == 0 {
-			w.WriteString("[]")
-			return
+		b.WriteByte(':')
+		if err := encodeUnescaped(&b, m.val); err != nil {
+			return nil, err
 		}
-		w.WriteString("[\n")
-		for i, x := range v {
-			w.WriteString(indent + "  ")
-			writeOrdered(w, x, indent+"  ")
-			if i < len(v)-1 {
-				w.WriteByte(',')
-			}
-			w.WriteByte('\n')
-		}
-		w.WriteString(indent + "]")
-	default:
-		writeScalar(w, v)
 	}
+	b.WriteByte('}')
+	return b.Bytes(), nil
 }
 
-func writeScalar(w *bytes.Buffer, v any) {
-	enc := json.NewEncoder(w)
+func encodeUnescaped(b *bytes.Buffer, v any) error {
+	enc := json.NewEncoder(b)
 	enc.SetEscapeHTML(false)
-	enc.Encode(v)
-	w.Truncate(w.Len() - 1) // Encode's newline
+	if err := enc.Encode(v); err != nil {
+		return err
+	}
+	b.Truncate(b.Len() - 1) // Encode's newline
+	return nil
 }
 
 // ---- comparison ---------------------------------------------------------
