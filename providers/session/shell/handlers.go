@@ -105,23 +105,22 @@ func recoverMiddleware(next interp.ExecHandlerFunc) interp.ExecHandlerFunc {
 // from one of the interpreter's goroutines.
 func recoverCall(h interp.CallHandlerFunc) interp.CallHandlerFunc {
 	return func(ctx context.Context, args []string) (out []string, err error) {
-		defer func() {
-			if p := recover(); p != nil {
-				err = fmt.Errorf("internal error (please report it): %v", p)
-			}
-		}()
+		defer recoverInto(&err)
 		return h(ctx, args)
 	}
 }
 
 func recoverOpen(h interp.OpenHandlerFunc) interp.OpenHandlerFunc {
 	return func(ctx context.Context, path string, flag int, perm os.FileMode) (f io.ReadWriteCloser, err error) {
-		defer func() {
-			if p := recover(); p != nil {
-				err = fmt.Errorf("internal error (please report it): %v", p)
-			}
-		}()
+		defer recoverInto(&err)
 		return h(ctx, path, flag, perm)
+	}
+}
+
+// recoverInto, deferred, turns a panic into *err.
+func recoverInto(err *error) {
+	if p := recover(); p != nil {
+		*err = fmt.Errorf("internal error (please report it): %v", p)
 	}
 }
 

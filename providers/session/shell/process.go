@@ -103,7 +103,7 @@ func processEnv(env expand.Environ) []string {
 	for name, vr := range env.Each {
 		// The same name can come twice (an inner scope over an outer
 		// one); the later entry is the current one.
-		if vr.IsSet() && vr.Exported && vr.Kind == expand.String && !isEnvSetting(name, forcedEnv) {
+		if isExport(vr) && !isEnvSetting(name, forcedEnv) {
 			vals[name] = vr.Str
 			size += len(name) + 1 + len(vr.Str)
 		} else {

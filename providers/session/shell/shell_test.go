@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"mvdan.cc/sh/v3/interp"
 	"os"
 	"path/filepath"
@@ -755,5 +756,18 @@ func TestRunRecovering(t *testing.T) {
 	panicked, err := runRecovering(context.Background(), r, f)
 	if !panicked || err == nil || !strings.Contains(err.Error(), "inside the interpreter") {
 		t.Fatalf("panicked %v, err %v", panicked, err)
+	}
+}
+
+// TestRecoverHandlers: the call and open handlers' panics come back as
+// errors.
+func TestRecoverHandlers(t *testing.T) {
+	_, err := recoverCall(func(context.Context, []string) ([]string, error) { panic("call boom") })(context.Background(), []string{"x"})
+	if err == nil || !strings.Contains(err.Error(), "internal error") || !strings.Contains(err.Error(), "call boom") {
+		t.Errorf("call handler: %v", err)
+	}
+	_, err = recoverOpen(func(context.Context, string, int, os.FileMode) (io.ReadWriteCloser, error) { panic("open boom") })(context.Background(), "f", 0, 0)
+	if err == nil || !strings.Contains(err.Error(), "open boom") {
+		t.Errorf("open handler: %v", err)
 	}
 }
