@@ -79,6 +79,20 @@ func diffRow(rng *rand.Rand) core.JournalRow {
 	}
 }
 
+// expectedRange is what ReadRange(from, to, limit) must return when the
+// channel delivered these events, in seq order from seq 0.
+func expectedRange(delivered []bus.Event, from, to uint64, limit int) []bus.Event {
+	if from >= to {
+		return nil
+	}
+	n := uint64(len(delivered))
+	want := delivered[min(from, n):min(to, n)]
+	if limit > 0 && len(want) > limit {
+		want = want[len(want)-limit:]
+	}
+	return want
+}
+
 // diffQuery draws a query whose bounds are often the rows' own ts (or one
 // off), so ties and the inclusive/exclusive edges are hit.
 func diffQuery(rng *rand.Rand, rows []core.JournalRow) Query {
@@ -141,13 +155,7 @@ func (m *model) check(t *testing.T, j *Journal, rng *rand.Rand, n int, when stri
 			if err != nil {
 				t.Fatalf("%s: %s [%d, %d): %v", when, ch, from, to, err)
 			}
-			var want []bus.Event
-			if from < to {
-				want = delivered[min(from, total):min(to, total)]
-				if limit > 0 && len(want) > limit {
-					want = want[len(want)-limit:]
-				}
-			}
+			want := expectedRange(delivered, from, to, limit)
 			if len(got) != len(want) {
 				t.Fatalf("%s: %s [%d, %d) limit %d: %d events, want %d", when, ch, from, to, limit, len(got), len(want))
 			}

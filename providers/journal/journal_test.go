@@ -561,13 +561,7 @@ func TestReadRangeRandom(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var want []bus.Event
-			if from < to {
-				want = delivered[min(from, n):min(to, n)]
-				if limit > 0 && len(want) > limit {
-					want = want[len(want)-limit:]
-				}
-			}
+			want := expectedRange(delivered, from, to, limit)
 			if len(got) != len(want) {
 				t.Fatalf("%s [%d, %d) limit %d: %d events, want %d", ch, from, to, limit, len(got), len(want))
 			}

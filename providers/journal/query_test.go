@@ -171,27 +171,7 @@ func testQueryRandom(t *testing.T, opts Options) {
 	rows := seedRows(t, j, 800, rng)
 	checkLagMode(t, j, len(rows))
 	for i := range 300 {
-		var q Query
-		if rng.IntN(2) == 0 {
-			q.Principal = testPrincipals[rng.IntN(len(testPrincipals))]
-		}
-		if rng.IntN(2) == 0 {
-			q.Head = testHeads[rng.IntN(len(testHeads))]
-		}
-		if rng.IntN(3) == 0 {
-			ok := rng.IntN(2) == 0
-			q.OK = &ok
-		}
-		for range rng.IntN(3) {
-			q.Effects = append(q.Effects, testEffects[rng.IntN(len(testEffects))])
-		}
-		if rng.IntN(3) == 0 {
-			q.Since = 1000 + int64(rng.IntN(4000))
-		}
-		if rng.IntN(3) == 0 {
-			q.Until = 1000 + int64(rng.IntN(5000))
-		}
-		q.Limit = rng.IntN(40)
+		q := diffQuery(rng, rows)
 		got, err := j.Query(q)
 		if err != nil {
 			t.Fatal(err)
