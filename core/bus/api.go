@@ -35,3 +35,27 @@ type DurableStore interface {
 // Validator checks a user.* payload before it is published. A non-nil
 // error rejects the event: nothing is published and no seq is used.
 type Validator func(channel string, payload json.RawMessage) error
+
+// SharedStore keeps the channels that live outside this kernel: the user.*
+// channels a cluster shares between kernels (see [Bus.SetShared]). The bus
+// asks it, when a channel is first used, whether it keeps that channel. A
+// kept channel is durable with the store behind it; a client publish goes
+// to the store's Publish (after strict mode and the validator, on this
+// kernel); its events, from whichever kernel published them, reach the bus
+// through [Bus.Deliver] in seq order.
+type SharedStore interface {
+	DurableStore
+	// Shares reports whether channel lives in the store. It is asked once
+	// per channel, before the channel exists on this bus; it must not
+	// block.
+	Shares(channel string) bool
+	// Follow starts delivering the channel's events from seq next on (the
+	// NextSeq the channel was attached with) through Deliver. The bus
+	// calls it once, right after attaching the channel.
+	Follow(channel string, next uint64) error
+	// Publish stores payload as the channel's next event and returns it
+	// with the seq and ts the store gave it. An error means it was not
+	// stored, or not known to be: it must never be reported as published
+	// and then lost.
+	Publish(channel string, payload json.RawMessage) (Event, error)
+}

@@ -53,6 +53,7 @@ type Bus struct {
 
 	channels sync.Map // name → *channel
 	policy   atomic.Pointer[userPolicy]
+	shared   SharedStore // set once by SetShared, before use; nil: no shared channels
 
 	mu     sync.Mutex
 	closed bool
@@ -116,7 +117,8 @@ func (b *Bus) lookup(name string) *channel {
 	return nil
 }
 
-// channel returns the channel, creating a ring-only one on first use.
+// channel returns the channel, creating it on first use: attached to the
+// shared store when that keeps it, else ring-only.
 func (b *Bus) channel(name string) (*channel, error) {
 	if c := b.lookup(name); c != nil {
 		return c, nil
@@ -124,8 +126,39 @@ func (b *Bus) channel(name string) (*channel, error) {
 	if err := ValidateName(name); err != nil {
 		return nil, err
 	}
+	if b.isShared(name) {
+		return b.attachShared(name)
+	}
 	c, _ := b.channels.LoadOrStore(name, newChannel(name, 0, nil, b.ring))
 	return c.(*channel), nil
+}
+
+// SetShared makes store the home of the channels it Shares. Call it once,
+// at start, before anything publishes, reads or subscribes on them.
+func (b *Bus) SetShared(store SharedStore) { b.shared = store }
+
+func (b *Bus) isShared(name string) bool {
+	return b.shared != nil && strings.HasPrefix(name, UserPrefix) && b.shared.Shares(name)
+}
+
+// attachShared attaches a shared channel at the store's next seq and has
+// the store follow it from there. When the store cannot be reached the
+// channel is not created, so a later use tries again.
+func (b *Bus) attachShared(name string) (*channel, error) {
+	next, err := b.shared.NextSeq(name)
+	if err != nil {
+		return nil, err
+	}
+	c := newChannel(name, next, b.shared, b.ring)
+	c.shared = true
+	if got, loaded := b.channels.LoadOrStore(name, c); loaded {
+		return got.(*channel), nil
+	}
+	if err := b.shared.Follow(name, next); err != nil {
+		b.channels.CompareAndDelete(name, c)
+		return nil, err
+	}
+	return c, nil
 }
 
 var nullPayload = json.RawMessage("null")
@@ -160,6 +193,9 @@ func (b *Bus) Publish(channel string, payload json.RawMessage) (Event, error) {
 }
 
 func (b *Bus) publish(c *channel, payload json.RawMessage) (Event, error) {
+	if c.shared {
+		return b.shared.Publish(c.name, payload)
+	}
 	if c.store != nil {
 		return Event{}, fmt.Errorf("publish on %s: the channel is durable; its events come from its store through Deliver", c.name)
 	}
@@ -253,7 +289,10 @@ func (b *Bus) AttachDurable(channel string, store DurableStore) error {
 // Deliver appends an event of a durable channel after its store committed
 // it, and fans it out. ev.Seq must be exactly the channel's next seq: the
 // store's writer assigns seqs inside its transaction and delivers in
-// commit order. The bus keeps ev.Payload as given.
+// commit order. A shared channel's store may skip ahead (seqs its
+// retention dropped before this kernel received them): the ring then
+// starts again at ev.Seq, and subscribers behind it get a drop marker
+// for the skipped seqs. The bus keeps ev.Payload as given.
 func (b *Bus) Deliver(ev Event) error {
 	c := b.lookup(ev.Channel)
 	if c == nil || c.store == nil {
@@ -265,7 +304,10 @@ func (b *Bus) Deliver(ev Event) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if next := c.next.Load(); ev.Seq != next {
+	if next := c.next.Load(); c.shared && ev.Seq > next {
+		c.base.Store(ev.Seq)
+		c.next.Store(ev.Seq)
+	} else if ev.Seq != next {
 		return fmt.Errorf("deliver on %s: seq %d is out of order, the channel expects seq %d next", ev.Channel, ev.Seq, next)
 	}
 	c.appendLocked(ev.TS, payload)
@@ -305,6 +347,12 @@ func (b *Bus) Read(channel string, since *uint64, limit int) (ReadResult, error)
 	limit = min(limit, MaxReadLimit)
 	res := ReadResult{Channel: channel, Events: []Event{}, Epoch: b.epoch}
 	c := b.lookup(channel)
+	if c == nil && ValidateName(channel) == nil && b.isShared(channel) {
+		var err error
+		if c, err = b.attachShared(channel); err != nil {
+			return res, err
+		}
+	}
 	if c == nil {
 		return res, nil
 	}

@@ -15,10 +15,15 @@ import (
 // stored, so a reader either sees the event it asked for or learns that
 // the slot has been reused.
 type channel struct {
-	name  string
-	base  uint64       // seq of the first event this ring held (a durable channel's next seq at attach)
-	store DurableStore // nil for ring-only channels
-	limit uint64       // ring capacity once fully grown
+	name   string
+	store  DurableStore // nil for ring-only channels
+	shared bool         // store is the SharedStore: publishes go to it
+	limit  uint64       // ring capacity once fully grown
+
+	// base is the seq of the first event this ring held: a durable
+	// channel's next seq at attach, moved up only when a shared channel's
+	// store skipped seqs it no longer has (see Bus.Deliver).
+	base atomic.Uint64
 
 	next atomic.Uint64        // seq the next event gets
 	ring atomic.Pointer[ring] // replaced only while growing, before any slot is reused
@@ -50,7 +55,8 @@ type ring struct {
 const initialRing = 16
 
 func newChannel(name string, base uint64, store DurableStore, limit int) *channel {
-	c := &channel{name: name, base: base, store: store, limit: uint64(limit)}
+	c := &channel{name: name, store: store, limit: uint64(limit)}
+	c.base.Store(base)
 	c.next.Store(base)
 	wake := make(chan struct{})
 	c.notify.Store(&wake)
@@ -70,7 +76,7 @@ func (c *channel) appendLocked(ts int64, payload json.RawMessage) *Event {
 	r := c.ring.Load()
 	size := uint64(len(r.slots))
 	seq := c.next.Load()
-	if held := seq - c.base; held >= size && size < c.limit {
+	if held := seq - c.base.Load(); held >= size && size < c.limit {
 		// Full but not grown yet: no slot has been reused, so the held
 		// events are exactly [seq-size, seq).
 		grown := &ring{slots: make([]atomic.Pointer[Event], min(2*size, c.limit))}
@@ -110,8 +116,11 @@ func (c *channel) wakeLocked() {
 // oldest is the oldest seq the ring still holds when next is n (n itself
 // when the ring is empty).
 func (c *channel) oldest(n uint64) uint64 {
-	held := min(n-c.base, c.limit)
-	return n - held
+	base := c.base.Load()
+	if base >= n {
+		return n // also when a reader's n predates a skip that moved base
+	}
+	return n - min(n-base, c.limit)
 }
 
 // load appends to dst the events [from, to) still in the ring, newest
