@@ -20,7 +20,8 @@ const FileName = "journal.db"
 // Provider is the journal family: the shoal://journal root, the
 // journal.query method, and the journal service for the other providers.
 type Provider struct {
-	j *Journal
+	j    *Journal
+	host *core.Host
 }
 
 // New returns the journal provider; it serves after Provision.
@@ -54,6 +55,7 @@ func (p *Provider) Provision(h *core.Host) error {
 		}
 	}
 	p.j = j
+	p.host = h
 	h.Provide(core.ServiceJournal, j)
 	return nil
 }
@@ -100,11 +102,45 @@ func (p *Provider) Read(ctx context.Context, c *core.Caller, u *uri.URI) (*core.
 	if len(u.Segments) != 0 {
 		return nil, rpc.Errorf(rpc.NotFound, "%s: the journal has one resource, shoal://journal, filtered by query parameters (principal, ok, head, since, until, effects, limit)", u.Path())
 	}
-	rows, err := p.query(QueryFromURI(u))
+	q := QueryFromURI(u)
+	if scope, _ := u.Get("scope"); scope != "" {
+		res, err := p.scoped(ctx, scope, q)
+		if err != nil {
+			return nil, err
+		}
+		if res != nil {
+			return &core.Content{Record: res}, nil
+		}
+	}
+	rows, err := p.query(q)
 	if err != nil {
 		return nil, err
 	}
 	return &core.Content{Record: QueryResult{Rows: rows}}, nil
+}
+
+// scoped answers a query with scope set: nil for "local" (the caller
+// queries this kernel's journal), the cluster's answer for "cluster".
+func (p *Provider) scoped(ctx context.Context, scope string, q Query) (any, error) {
+	switch scope {
+	case "local":
+		return nil, nil
+	case "cluster":
+	default:
+		return nil, rpc.Errorf(rpc.InvalidParams, "journal scope %q is unknown: use local (this kernel, the default) or cluster (every kernel of the cluster)", scope)
+	}
+	var cq ClusterQuerier
+	if p.host != nil {
+		cq, _ = core.Lookup[ClusterQuerier](p.host, ServiceCluster)
+	}
+	if cq == nil {
+		return nil, rpc.Errorf(rpc.Unavailable, "scope=cluster needs a cluster: this kernel has none (set nats under [cluster] in config.toml, or start it with --nats URL)")
+	}
+	res, err := cq.QueryCluster(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
 }
 
 // QueryFromURI reads a Query from URI parameters, leniently.
@@ -164,15 +200,39 @@ type QueryResult struct {
 }
 
 func (p *Provider) queryMethod(ctx context.Context, c *core.Caller, params json.RawMessage) (any, error) {
-	q, err := QueryFromParams(params)
+	q, scope, err := queryAndScope(params)
 	if err != nil {
 		return nil, err
+	}
+	if scope != "" {
+		res, err := p.scoped(ctx, scope, q)
+		if err != nil || res != nil {
+			return res, err
+		}
 	}
 	rows, err := p.query(q)
 	if err != nil {
 		return nil, err
 	}
 	return QueryResult{Rows: rows}, nil
+}
+
+// queryAndScope splits journal.query's scope member ("local" or
+// "cluster") from the query members.
+func queryAndScope(params json.RawMessage) (Query, string, error) {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(params, &m) != nil || m["scope"] == nil {
+		q, err := QueryFromParams(params)
+		return q, "", err
+	}
+	var scope string
+	if err := json.Unmarshal(m["scope"], &scope); err != nil {
+		return Query{}, "", rpc.Errorf(rpc.InvalidParams, "journal.query: scope must be a string, local or cluster")
+	}
+	delete(m, "scope")
+	rest, _ := json.Marshal(m)
+	q, err := QueryFromParams(rest)
+	return q, scope, err
 }
 
 // QueryFromParams reads journal.query params strictly: a member of the
