@@ -90,6 +90,8 @@ type Store struct {
 
 	rootsMu sync.Mutex
 	roots   map[string]Roots
+
+	remoteHolder // see SetRemote
 }
 
 // Options tune a Store. The zero value is what the kernel uses.
@@ -181,6 +183,14 @@ func (s *Store) path(hash string) string {
 // bytes found already present then cost a write to a temp file that is
 // dropped.
 func (s *Store) Put(data []byte) (string, error) {
+	hash, err := s.put(data)
+	if err == nil {
+		s.stored(hash)
+	}
+	return hash, err
+}
+
+func (s *Store) put(data []byte) (string, error) {
 	if len(data) >= overlapMin {
 		hash, _, err := s.store(func(w *blobWriter) error {
 			_, err := w.Write(data)
@@ -211,10 +221,14 @@ func (s *Store) Put(data []byte) (string, error) {
 // is not even copied. Like [Store.Put], the blob is durable after the next
 // [Store.Flush].
 func (s *Store) PutReader(r io.Reader) (hash string, size int64, err error) {
-	return s.store(func(w *blobWriter) error {
+	hash, size, err = s.store(func(w *blobWriter) error {
 		_, err := io.Copy(w, r)
 		return err
 	})
+	if err == nil {
+		s.stored(hash)
+	}
+	return hash, size, err
 }
 
 // present reports whether a blob of that hash and size exists or is
@@ -315,7 +329,12 @@ func (s *Store) Get(hash string) ([]byte, error) {
 	}
 	f, pending, err := s.openBlob(hash)
 	if err != nil {
-		return nil, s.readError(hash, err)
+		if err = s.fetchMissing(hash, err); err != nil {
+			return nil, err
+		}
+		if f, pending, err = s.openBlob(hash); err != nil {
+			return nil, s.readError(hash, err)
+		}
 	}
 	defer f.Close()
 	data, err := readAll(f)
@@ -387,7 +406,12 @@ func (s *Store) Open(hash string) (io.ReadCloser, int64, error) {
 	}
 	f, pending, err := s.openBlob(hash)
 	if err != nil {
-		return nil, 0, s.readError(hash, err)
+		if err = s.fetchMissing(hash, err); err != nil {
+			return nil, 0, err
+		}
+		if f, pending, err = s.openBlob(hash); err != nil {
+			return nil, 0, s.readError(hash, err)
+		}
 	}
 	st, err := f.Stat()
 	if err != nil {
