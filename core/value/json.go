@@ -51,6 +51,12 @@ func wireSize(v Value, depth int) (int, error) {
 	case Float:
 		return len(`{"$":"float","v":}`) + 20, nil
 	case Str:
+		if len(x) >= 64<<10 {
+			// A big string (a command's output) is counted exactly: one
+			// more scan is cheaper than growing a multi-megabyte buffer
+			// for its escapes (each line's \n is two bytes on the wire).
+			return len(`{"$":"str","v":}`) + QuotedLen(string(x)), nil
+		}
 		return len(`{"$":"str","v":""}`) + len(x), nil
 	case Bytes:
 		return len(`{"$":"bytes","b64":""}`) + base64.StdEncoding.EncodedLen(len(x)), nil

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/charmbracelet/x/ansi"
 )
@@ -17,13 +18,22 @@ type capture struct {
 	mu        sync.Mutex
 	headLimit int
 	tailLimit int
-	head      []byte
-	tail      []byte // ring buffer once full
-	tailPos   int    // next write position in tail once it is full
-	tailFull  bool
-	total     int64
-	released  bool // the run's result is built; later output is dropped
+	// head is kept in chunks that are filled and never moved, so a large
+	// output is copied once on the way in instead of through a series of
+	// doubling reallocations.
+	head     [][]byte
+	headLen  int
+	tail     []byte // ring buffer once full
+	tailPos  int    // next write position in tail once it is full
+	tailFull bool
+	total    int64
+	released bool // the run's result is built; later output is dropped
 }
+
+const (
+	headChunkMin = 4 << 10
+	headChunkMax = 1 << 20
+)
 
 func newCapture(limit int) *capture {
 	h := limit / 2
@@ -40,9 +50,19 @@ func (c *capture) Write(p []byte) (int, error) {
 		return n, nil
 	}
 	c.total += int64(n)
-	if room := c.headLimit - len(c.head); room > 0 {
-		k := min(room, len(p))
-		c.head = append(c.head, p[:k]...)
+	for len(p) > 0 && c.headLen < c.headLimit {
+		last := len(c.head) - 1
+		if last < 0 || len(c.head[last]) == cap(c.head[last]) {
+			// Chunks grow with the output (4 KiB up to 1 MiB), so a short
+			// output allocates little and a long one few chunks.
+			size := min(max(headChunkMin, c.headLen), headChunkMax, c.headLimit-c.headLen)
+			c.head = append(c.head, make([]byte, 0, size))
+			last++
+		}
+		ch := c.head[last]
+		k := min(cap(ch)-len(ch), len(p))
+		c.head[last] = append(ch, p[:k]...)
+		c.headLen += k
 		p = p[k:]
 	}
 	if len(p) == 0 || c.tailLimit == 0 {
@@ -90,67 +110,105 @@ func (c *capture) release() {
 }
 
 // bytes returns the kept output (with an elision marker when something was
-// dropped) and the number of bytes dropped.
+// dropped) and the number of bytes dropped. The slice is freshly
+// allocated and belongs to the caller.
 func (c *capture) bytes() ([]byte, int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var tail []byte
-	if c.tailFull {
-		tail = make([]byte, 0, c.tailLimit)
-		tail = append(tail, c.tail[c.tailPos:]...)
-		tail = append(tail, c.tail[:c.tailPos]...)
-	} else {
-		tail = c.tail
+	tailLen := len(c.tail)
+	dropped := c.total - int64(c.headLen) - int64(tailLen)
+	const markerMax = 160 // the marker with three 19-digit counts
+	out := make([]byte, 0, c.headLen+tailLen+markerMax)
+	for _, ch := range c.head {
+		out = append(out, ch...)
 	}
-	dropped := c.total - int64(len(c.head)) - int64(len(tail))
 	if dropped == 0 {
-		out := make([]byte, 0, len(c.head)+len(tail))
-		return append(append(out, c.head...), tail...), 0
+		return c.appendTail(out), 0
 	}
 	// Cut on rune boundaries so the halves stay valid text when the
 	// stream was text.
-	head := c.head
-	for k := 1; k <= utf8.UTFMax && k <= len(head); k++ {
-		if utf8.RuneStart(head[len(head)-k]) {
-			if !utf8.FullRune(head[len(head)-k:]) {
+	headLen := len(out)
+	for k := 1; k <= utf8.UTFMax && k <= headLen; k++ {
+		if utf8.RuneStart(out[headLen-k]) {
+			if !utf8.FullRune(out[headLen-k:]) {
 				dropped += int64(k)
-				head = head[:len(head)-k]
+				out = out[:headLen-k]
 			}
 			break
 		}
 	}
-	for i := 0; i < utf8.UTFMax && len(tail) > 0 && !utf8.RuneStart(tail[0]); i++ {
-		tail = tail[1:]
-		dropped++
+	headLen = len(out)
+	// The tail goes in after the marker, whose length depends on how much
+	// of the tail's start is cut: append it, cut it, then move it.
+	out = c.appendTail(out)
+	tail := out[headLen:]
+	skip := 0
+	for skip < utf8.UTFMax && skip < len(tail) && !utf8.RuneStart(tail[skip]) {
+		skip++
 	}
-	marker := fmt.Sprintf("\n[shoal: %d bytes elided here; the first %d and last %d bytes are kept]\n", dropped, len(head), len(tail))
-	out := make([]byte, 0, len(head)+len(marker)+len(tail))
-	out = append(out, head...)
-	out = append(out, marker...)
-	out = append(out, tail...)
+	dropped += int64(skip)
+	tailLen = len(tail) - skip
+	marker := fmt.Sprintf("\n[shoal: %d bytes elided here; the first %d and last %d bytes are kept]\n", dropped, headLen, tailLen)
+	out = out[:headLen+len(marker)+tailLen]
+	copy(out[headLen+len(marker):], tail[skip:])
+	copy(out[headLen:], marker)
 	return out, dropped
+}
+
+// appendTail appends the tail ring in order.
+func (c *capture) appendTail(out []byte) []byte {
+	if c.tailFull {
+		out = append(out, c.tail[c.tailPos:]...)
+		return append(out, c.tail[:c.tailPos]...)
+	}
+	return append(out, c.tail...)
 }
 
 // cleanOutput turns captured bytes into what a model should read: ANSI
 // escape sequences removed, and carriage-return progress rewrites and
 // backspace overstrikes (man pages, progress bars) resolved to the text a
 // terminal would finally show. Output that is not valid UTF-8 is binary
-// and is returned untouched with text=false.
+// and is returned untouched with text=false. cleanOutput takes b over:
+// the caller must not change it afterwards.
 func cleanOutput(b []byte, raw bool) (s string, text bool) {
-	if !utf8.Valid(b) {
-		return string(b), false
+	// b is the capture's fresh copy and nothing writes it again, so the
+	// string shares its memory instead of copying it once more.
+	s = unsafe.String(unsafe.SliceData(b), len(b))
+	if !utf8.ValidString(s) {
+		return s, false
 	}
-	s = string(b)
 	if raw {
 		return s, true
 	}
-	if strings.ContainsAny(s, "\x1b\u009b") {
+	// Byte scans (vectorised IndexByte) decide whether any work is due, so
+	// clean output costs one pass per check and never a per-rune one. The
+	// 8-bit CSI U+009B is the two bytes C2 9B in UTF-8.
+	if strings.IndexByte(s, 0x1b) >= 0 || strings.Contains(s, "") {
 		s = ansi.Strip(s)
 	}
-	if strings.ContainsAny(s, "\r\b") {
+	if needsOverstrike(s) {
 		s = overstrike(s)
 	}
 	return s, true
+}
+
+// needsOverstrike reports whether s holds a backspace or a carriage
+// return that is not part of a CRLF line end: CRLF-only output (Windows
+// tools, HTTP dumps) is left as it is without being rebuilt.
+func needsOverstrike(s string) bool {
+	if strings.IndexByte(s, '\b') >= 0 {
+		return true
+	}
+	for i := 0; ; {
+		j := strings.IndexByte(s[i:], '\r')
+		if j < 0 {
+			return false
+		}
+		i += j + 1
+		if i == len(s) || s[i] != '\n' {
+			return true
+		}
+	}
 }
 
 // overstrike applies \r (back to column 0) and \b (back one column) the
