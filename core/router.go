@@ -194,10 +194,12 @@ func (r *Router) Channel(u *uri.URI) (string, bool) {
 // ReadOptions override or complete the URI's own query parameters (the
 // shoal_get tool passes path, slice and elide as arguments).
 type ReadOptions struct {
-	Path   *string
-	Slice  *string
-	Format *string
-	Elide  json.RawMessage
+	Path    *string
+	Slice   *string
+	Format  *string
+	Grep    *string
+	Context *int
+	Elide   json.RawMessage
 }
 
 // ContentItem is one item of a read, shaped as an MCP resource content.
@@ -253,6 +255,10 @@ func (r *Router) Read(ctx context.Context, c *Caller, u *uri.URI, o ReadOptions)
 			return nil, err
 		}
 	}
+	grep, hasGrep, err := readGrep(u, o)
+	if err != nil {
+		return nil, err
+	}
 	content, err := p.Read(ctx, c, u)
 	if err != nil {
 		return nil, err
@@ -266,11 +272,11 @@ func (r *Router) Read(ctx context.Context, c *Caller, u *uri.URI, o ReadOptions)
 	}
 	if content.Value == nil {
 		record := content.Record
-		if hasPath || hasSlice {
+		if hasPath || hasSlice || hasGrep {
 			// A kernel record stays plain JSON, but its parts can be
 			// addressed the same way as a value's (the $elided markers of
 			// a cut record name such paths and slices).
-			if record, err = selectPlain(record, path, hasPath, sl, hasSlice); err != nil {
+			if record, err = selectPlain(record, path, hasPath, sl, hasSlice, grep, hasGrep); err != nil {
 				return nil, err
 			}
 		}
@@ -294,15 +300,16 @@ func (r *Router) Read(ctx context.Context, c *Caller, u *uri.URI, o ReadOptions)
 			return nil, err
 		}
 	}
-	if hasSlice {
-		if v, err = value.ApplySlice(v, sl); err != nil {
-			return nil, err
-		}
-	}
 	res := &ReadResult{Ref: content.Ref, Marks: content.Marks}
 	origin := render.Origin{Path: path}
-	if hasSlice {
-		origin.Offset = sl.Start
+	if hasGrep || hasSlice {
+		if v, origin.Offset, err = grepSlice(v, grep, hasGrep, sl, hasSlice); err != nil {
+			return nil, err
+		}
+		if hasGrep {
+			// Notes about cuts refer to the grep result, not to the value.
+			origin = render.Origin{}
+		}
 	}
 	switch format {
 	case render.FormatRender:
@@ -351,8 +358,37 @@ func clipText(s string, limit int) string {
 	return s[:cut] + note
 }
 
-// selectPlain applies path and slice to a plain JSON record.
-func selectPlain(record any, path value.Path, hasPath bool, sl value.Slice, hasSlice bool) (any, error) {
+// readGrep reads grep and context from the options or the URI query.
+func readGrep(u *uri.URI, o ReadOptions) (value.Grep, bool, error) {
+	pattern, has := "", false
+	if o.Grep != nil {
+		pattern, has = *o.Grep, *o.Grep != ""
+	} else {
+		pattern, has = u.Get("grep")
+		has = has && pattern != ""
+	}
+	context := 0
+	if o.Context != nil {
+		context = *o.Context
+	} else if s, ok := u.Get("context"); ok && s != "" {
+		n, err := value.ParseContext(s)
+		if err != nil {
+			return value.Grep{}, false, err
+		}
+		context = n
+	}
+	if !has {
+		if context != 0 {
+			return value.Grep{}, false, rpc.Errorf(rpc.InvalidParams, "context applies to a grep: give grep (a regular expression) too")
+		}
+		return value.Grep{}, false, nil
+	}
+	g, err := value.ParseGrep(pattern, context)
+	return g, err == nil, err
+}
+
+// selectPlain applies path, grep and slice to a plain JSON record.
+func selectPlain(record any, path value.Path, hasPath bool, sl value.Slice, hasSlice bool, grep value.Grep, hasGrep bool) (any, error) {
 	raw, err := json.Marshal(record)
 	if err != nil {
 		return nil, rpc.Errorf(rpc.Internal, "encode record: %v", err)
@@ -366,10 +402,25 @@ func selectPlain(record any, path value.Path, hasPath bool, sl value.Slice, hasS
 			return nil, err
 		}
 	}
-	if hasSlice {
-		if v, err = value.ApplySlice(v, sl); err != nil {
-			return nil, err
-		}
+	if v, _, err = grepSlice(v, grep, hasGrep, sl, hasSlice); err != nil {
+		return nil, err
 	}
 	return value.ToPlain(v), nil
+}
+
+// grepSlice applies a grep (whose matches the slice pages) or else the
+// slice, and returns where the result starts in v.
+func grepSlice(v value.Value, grep value.Grep, hasGrep bool, sl value.Slice, hasSlice bool) (value.Value, int, error) {
+	switch {
+	case hasGrep:
+		var page *value.Slice
+		if hasSlice {
+			page = &sl
+		}
+		out, err := grep.Apply(v, page)
+		return out, 0, err
+	case hasSlice:
+		return value.ApplySliceAt(v, sl)
+	}
+	return v, 0, nil
 }

@@ -16,10 +16,10 @@ var wantRoots = []string{"shoal://session/cwd", "shoal://session/env", "shoal://
 	"shoal://jobs", "shoal://journal", "shoal://pty"}
 
 var wantTemplates = []string{
-	"shoal://out/{n}{?path,slice,format}",
-	"shoal://val/{hash}{?path,slice,format}",
+	"shoal://out/{n}{?path,slice,grep,context,format}",
+	"shoal://val/{hash}{?path,slice,grep,context,format}",
 	"shoal://task/{id}",
-	"shoal://task/{id}/out{?path,slice,format}",
+	"shoal://task/{id}/out{?path,slice,grep,context,format}",
 	"shoal://plan/{ref}",
 	"shoal://pty/{id}",
 	"shoal://session/{view}",

@@ -111,13 +111,15 @@ Sources the policy marks ask or deny (recursive deletes, installs, sudo, …) ar
 			name: "shoal_get",
 			description: `Read a value or record by ref or URI without re-running anything: out:17 (an execution's value), task:9, val:blake3:<hex>, plan:<hex>, pty:3, or any shoal:// URI (shoal://out/17, shoal://task/9/out, shoal://journal?head=git&limit=20, shoal://events/journal?since=81, shoal://session/cwd).
 
-Big values come back elided with a note saying what was cut. Drill down instead of re-running: path selects inside the value (.name, ."a b", [3], [-1], chained like .rows[0].name), then slice pages it (0..50, 50..100; items of a list, rows of a table, characters of a string). elide sets a display budget such as {"max_rows": 20}.`,
+Big values come back elided with a note saying what was cut. Drill down instead of re-running: path selects inside the value (.name, ."a b", [3], [-1], chained like .rows[0].name), then slice pages it (0..50, 50..100, -20.. for the last twenty; items of a list, rows of a table, characters of a string). grep searches server-side: {"target":"out:17","path":".stdout","grep":"FAIL","context":2} returns the matching lines with their numbers and the total count; with grep, slice pages the matches (grep "^" and slice "-3.." are the last three lines). elide sets a display budget such as {"max_rows": 20}.`,
 			input: `{
   "type": "object",
   "properties": {
     "target": {"type": "string", "description": "A short ref (out:17, task:9, val:blake3:<hex>, plan:<hex>, pty:3) or a shoal:// URI."},
     "path": {"type": "string", "description": "Selector applied first: .field, .\"quoted field\", [index], [-1] from the end, chained (.rows[0].name). No expressions."},
-    "slice": {"type": "string", "pattern": "^[0-9]+\\.\\.[0-9]+$", "description": "a..b, end exclusive, applied after path, e.g. 0..100."},
+    "slice": {"type": "string", "pattern": "^-?[0-9]+\\.\\.(-?[0-9]+)?$", "description": "a..b, end exclusive, applied after path: 0..100, 100.. (to the end); a negative bound counts from the end: -20.. is the last twenty. With grep it pages the matches."},
+    "grep": {"type": "string", "description": "Regular expression (RE2) searched server-side in the value path reached: a string or bytes line by line, a list by item, a table by row. Returns the matching lines with their numbers and the total count. grep \"^\" with slice \"-3..\" is the last three lines."},
+    "context": {"type": "integer", "minimum": 0, "maximum": 20, "description": "With grep: lines shown before and after each match."},
     "elide": {"type": ["object", "string"], "description": "Display budget, e.g. {\"max_rows\": 20, \"max_items\": 50, \"max_string\": 2000, \"max_depth\": 4}."}
   },
   "required": ["target"],
@@ -512,15 +514,23 @@ func stringList(v any) []string {
 
 func (f *Facade) toolGet(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	var a struct {
-		Target string          `json:"target"`
-		Path   *string         `json:"path"`
-		Slice  *string         `json:"slice"`
-		Elide  json.RawMessage `json:"elide"`
+		Target  string          `json:"target"`
+		Path    *string         `json:"path"`
+		Slice   *string         `json:"slice"`
+		Grep    *string         `json:"grep"`
+		Context *int            `json:"context"`
+		Elide   json.RawMessage `json:"elide"`
 	}
 	if r := bind(req, &a); r != nil {
 		return r, nil
 	}
 	p := map[string]any{"target": a.Target}
+	if a.Grep != nil {
+		p["grep"] = *a.Grep
+	}
+	if a.Context != nil {
+		p["context"] = *a.Context
+	}
 	if a.Path != nil {
 		p["path"] = *a.Path
 	}

@@ -34,7 +34,7 @@ const usage = `shoal — the Shoal kernel and its command line client
 Usage:
   shoal kernel [--state-dir DIR] [--socket PATH] [--config FILE] [--plugin-dir DIR]... [--idle-exit DUR]
   shoal exec [--timeout-ms N] [--background] SOURCE...
-  shoal get TARGET [--path P] [--slice A..B] [--format json|render|raw]
+  shoal get TARGET [--path P] [--slice A..B] [--grep RE [--context N]] [--format json|render|raw]
   shoal events tail CHANNEL [--since N] [--cursor FILE] [--no-follow]
   shoal publish CHANNEL JSON
   shoal journal [--by PRINCIPAL] [--head H] [--ok true|false] [--since NS] [--until NS] [--effects a,b] [--limit N]
@@ -284,6 +284,8 @@ func runClient(cmd string, args []string, stdout, stderr io.Writer) error {
 		background *bool
 		path       *string
 		slice      *string
+		grep       *string
+		grepCtx    *int
 		format     *string
 		reason     *string
 		jq         = map[string]*string{}
@@ -295,7 +297,9 @@ func runClient(cmd string, args []string, stdout, stderr io.Writer) error {
 		background = cf.fs.Bool("background", false, "run as a task at once")
 	case "get":
 		path = cf.fs.String("path", "", "path selector")
-		slice = cf.fs.String("slice", "", "slice a..b")
+		slice = cf.fs.String("slice", "", "slice a..b (a negative bound counts from the end: -3..)")
+		grep = cf.fs.String("grep", "", "search the value by line, item or row (regular expression)")
+		grepCtx = cf.fs.Int("context", 0, "with --grep: lines around each match")
 		format = cf.fs.String("format", "", "json, render or raw")
 	case "journal":
 		// --principal is who the client acts as; --by filters rows.
@@ -351,6 +355,12 @@ func runClient(cmd string, args []string, stdout, stderr io.Writer) error {
 		}
 		if *slice != "" {
 			p["slice"] = *slice
+		}
+		if *grep != "" {
+			p["grep"] = *grep
+		}
+		if *grepCtx != 0 {
+			p["context"] = *grepCtx
 		}
 		if *format != "" {
 			p["format"] = *format

@@ -254,6 +254,28 @@ func TestReadThroughRouter(t *testing.T) {
 	if _, err := c.Read(ctx, "shoal://fake/t?slice=5..2"); client.Code(err) != int(rpc.BadSlice) {
 		t.Errorf("bad slice: %v", err)
 	}
+	// A tail slice counts from the end.
+	res, err = c.Read(ctx, "shoal://fake/t?path=.size&slice=-2..")
+	if err != nil || string(res.StructuredContent) != `{"$":"list","v":[{"$":"int","v":48},{"$":"int","v":49}]}` {
+		t.Errorf("tail slice: %s %v", res.StructuredContent, err)
+	}
+	// grep searches rows; the slice pages the matches.
+	res, err = c.Read(ctx, "shoal://fake/t?grep=%5Efz%09&slice=-1..")
+	if err != nil || !strings.Contains(string(res.StructuredContent), `"total":{"$":"int","v":1}`) ||
+		!strings.Contains(string(res.StructuredContent), `{"$":"int","v":25}`) {
+		t.Errorf("grep: %s %v", res.StructuredContent, err)
+	}
+	if _, err := c.Read(ctx, "shoal://fake/t?grep=("); client.Code(err) != int(rpc.InvalidParams) {
+		t.Errorf("bad grep: %v", err)
+	}
+	if _, err := c.Read(ctx, "shoal://fake/t?context=2"); client.Code(err) != int(rpc.InvalidParams) {
+		t.Errorf("context without grep: %v", err)
+	}
+	// A kernel record is searchable too.
+	res, err = c.Read(ctx, "shoal://fake?path=.principal&grep=agent")
+	if err != nil || !strings.Contains(string(res.StructuredContent), `"total":1`) {
+		t.Errorf("record grep: %s %v", res.StructuredContent, err)
+	}
 	if _, err := c.Read(ctx, "shoal://nope/1"); client.Code(err) != int(rpc.NotFound) {
 		t.Errorf("unknown family: %v", err)
 	}

@@ -177,12 +177,14 @@ func (k *Kernel) resourcesTemplates(context.Context, *conn, *core.Caller, json.R
 }
 
 type resourceReadParams struct {
-	URI    string          `json:"uri"`
-	Target string          `json:"target"`
-	Path   *string         `json:"path"`
-	Slice  *string         `json:"slice"`
-	Format *string         `json:"format"`
-	Elide  json.RawMessage `json:"elide"`
+	URI     string          `json:"uri"`
+	Target  string          `json:"target"`
+	Path    *string         `json:"path"`
+	Slice   *string         `json:"slice"`
+	Format  *string         `json:"format"`
+	Grep    *string         `json:"grep"`
+	Context *int            `json:"context"`
+	Elide   json.RawMessage `json:"elide"`
 }
 
 func (k *Kernel) read(ctx context.Context, caller *core.Caller, p resourceReadParams) (any, error) {
@@ -205,7 +207,7 @@ func (k *Kernel) read(ctx context.Context, caller *core.Caller, p resourceReadPa
 			elide = json.RawMessage(s)
 		}
 	}
-	return k.router.Read(ctx, caller, u, core.ReadOptions{Path: p.Path, Slice: p.Slice, Format: p.Format, Elide: elide})
+	return k.router.Read(ctx, caller, u, core.ReadOptions{Path: p.Path, Slice: p.Slice, Format: p.Format, Grep: p.Grep, Context: p.Context, Elide: elide})
 }
 
 func (k *Kernel) resourcesRead(ctx context.Context, _ *conn, caller *core.Caller, raw json.RawMessage) (any, error) {

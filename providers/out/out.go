@@ -250,9 +250,9 @@ func (p *Provider) Provision(h *core.Host) error {
 // Templates implements core.Provider.
 func (*Provider) Templates() []core.Template {
 	return []core.Template{{
-		URITemplate: "shoal://out/{n}{?path,slice,format}",
+		URITemplate: "shoal://out/{n}{?path,slice,grep,context,format}",
 		Name:        "out",
-		Description: "The complete value of execution N in this session (out:N). path selects a part (.rows[0].name), slice pages a list, table, string or bytes (0..50), format is json (default), render or raw. Reading never runs anything again.",
+		Description: "The complete value of execution N in this session (out:N). path selects a part (.rows[0].name), slice pages a list, table, string or bytes (0..50; -20.. is the last twenty), grep searches it by line, item or row (a regular expression; context=N adds the lines around each match), format is json (default), render or raw. Reading never runs anything again.",
 		MimeType:    "application/json",
 	}}
 }

@@ -379,7 +379,7 @@ func (*Provider) Templates() []core.Template {
 	return []core.Template{
 		{URITemplate: "shoal://task/{id}", Name: "task", MimeType: "application/json",
 			Description: "A background or timed-out execution: state (running, completed, failed, cancelled), source, times, exit, error and result_ref. Subscribable: state changes arrive as events of channel task.{id}."},
-		{URITemplate: "shoal://task/{id}/out{?path,slice,format}", Name: "task output", MimeType: "application/json",
+		{URITemplate: "shoal://task/{id}/out{?path,slice,grep,context,format}", Name: "task output", MimeType: "application/json",
 			Description: "The task's captured value once it has one (same path, slice and format as shoal://out/{n}); while running, or failed without a value, the task record itself. Subscribable like shoal://task/{id}."},
 	}
 }

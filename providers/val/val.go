@@ -159,7 +159,7 @@ func (p *Provider) Family() string { return "val" }
 // Templates advertises shoal://val/{hash}.
 func (p *Provider) Templates() []core.Template {
 	return []core.Template{{
-		URITemplate: "shoal://val/{hash}{?path,slice,format}",
+		URITemplate: "shoal://val/{hash}{?path,slice,grep,context,format}",
 		Name:        "Stored value",
 		Description: "An immutable value in the content store, by blake3 hash (bare hex or blake3:<hex>); " +
 			"refs look like val:blake3:<hex>. Use path and slice to read part of a large value.",

@@ -284,7 +284,7 @@ func TestCollectRefusesWithoutJournalRefs(t *testing.T) {
 func TestTemplate(t *testing.T) {
 	p := New()
 	tpl := p.Templates()
-	if p.Family() != "val" || len(tpl) != 1 || tpl[0].URITemplate != "shoal://val/{hash}{?path,slice,format}" || tpl[0].MimeType != "application/json" {
+	if p.Family() != "val" || len(tpl) != 1 || tpl[0].URITemplate != "shoal://val/{hash}{?path,slice,grep,context,format}" || tpl[0].MimeType != "application/json" {
 		t.Fatalf("family %q templates %+v", p.Family(), tpl)
 	}
 }

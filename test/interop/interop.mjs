@@ -107,7 +107,7 @@ async function main() {
   ]);
   const { resourceTemplates } = await client.listResourceTemplates();
   assert.ok(resourceTemplates.length >= 9, `${resourceTemplates.length} templates`);
-  assert.equal(resourceTemplates[0].uriTemplate, "shoal://out/{n}{?path,slice,format}");
+  assert.equal(resourceTemplates[0].uriTemplate, "shoal://out/{n}{?path,slice,grep,context,format}");
 
   // The read envelope: contents plus structuredContent, which the SDK keeps.
   const read = await client.readResource({ uri: `${uri}?path=.name` });
