@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os/exec"
+	"slices"
 	"testing"
 	"time"
 )
@@ -55,4 +56,37 @@ func BenchmarkRun(b *testing.B) {
 		b.ReportMetric(float64(evalTime)/float64(execTime), "x-osexec")
 		b.ReportMetric(float64(evalTime)/float64(capTime), "x-osexec-captured")
 	})
+}
+
+// BenchmarkEmitHistory runs 10,000 emits on one channel per round and
+// compares the 10th with the 10,000th (the medians of the eleven around
+// each, over all rounds): remembering the evaluator's own events must not
+// grow with how many came before (target: ≤ 1.2×).
+func BenchmarkEmitHistory(b *testing.B) {
+	const total, window = 10000, 5
+	var early, late []time.Duration
+	ctx := context.Background()
+	for b.Loop() {
+		bus := newFakeBus()
+		e, _ := newTestEvaluator(b, nil, Options{Emit: bus.Emit, NextEvent: bus.NextEvent})
+		for i := 1; i <= total; i++ {
+			t0 := time.Now()
+			if res, err := e.Run(ctx, `emit user.bench '{"n":1}'`); err != nil || res.Exit != 0 {
+				b.Fatal(err, res)
+			}
+			d := time.Since(t0)
+			switch {
+			case i >= 10-window && i <= 10+window:
+				early = append(early, d)
+			case i >= total-2*window:
+				late = append(late, d)
+			}
+		}
+	}
+	slices.Sort(early)
+	slices.Sort(late)
+	e, l := early[len(early)/2], late[len(late)/2]
+	b.ReportMetric(float64(e.Nanoseconds()), "10th-ns")
+	b.ReportMetric(float64(l.Nanoseconds()), "10000th-ns")
+	b.ReportMetric(float64(l)/float64(e), "ratio")
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -30,7 +29,7 @@ const recvTimeoutStatus = 124
 // hears its own voice (no echo loop).
 type eventState struct {
 	cursors map[string]uint64
-	own     map[string]map[uint64]struct{}
+	own     map[string]*ownSeqs
 	locks   map[string]chan struct{}
 }
 
@@ -55,37 +54,52 @@ func (e *Evaluator) channelLock(ctx context.Context, channel string) (unlock fun
 	}
 }
 
+// ownSeqs is one channel's remembered own events: a set to answer isOwn
+// and a ring of the same seqs in the order they were emitted, so that
+// forgetting the oldest past maxOwnEvents costs the same on the 10,000th
+// emit as on the first.
+type ownSeqs struct {
+	set  map[uint64]struct{}
+	ring []uint64 // grows to maxOwnEvents, then wraps at next
+	next int
+}
+
+func (o *ownSeqs) add(seq uint64) {
+	o.set[seq] = struct{}{}
+	if len(o.ring) < maxOwnEvents {
+		o.ring = append(o.ring, seq)
+		return
+	}
+	// A seq isOwn already forgot is deleted again, harmlessly.
+	delete(o.set, o.ring[o.next])
+	o.ring[o.next] = seq
+	o.next = (o.next + 1) % maxOwnEvents
+}
+
 func (e *Evaluator) rememberOwn(channel string, seq uint64) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.events.own == nil {
-		e.events.own = make(map[string]map[uint64]struct{})
+		e.events.own = make(map[string]*ownSeqs)
 	}
-	set := e.events.own[channel]
-	if set == nil {
-		set = make(map[uint64]struct{})
-		e.events.own[channel] = set
+	o := e.events.own[channel]
+	if o == nil {
+		o = &ownSeqs{set: make(map[uint64]struct{})}
+		e.events.own[channel] = o
 	}
-	set[seq] = struct{}{}
-	if len(set) > maxOwnEvents {
-		seqs := make([]uint64, 0, len(set))
-		for s := range set {
-			seqs = append(seqs, s)
-		}
-		slices.Sort(seqs)
-		for _, s := range seqs[:len(seqs)-maxOwnEvents] {
-			delete(set, s)
-		}
-	}
+	o.add(seq)
 }
 
 // isOwn reports (and forgets) whether the evaluator emitted this event.
 func (e *Evaluator) isOwn(channel string, seq uint64) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	set := e.events.own[channel]
-	if _, ok := set[seq]; ok {
-		delete(set, seq)
+	o := e.events.own[channel]
+	if o == nil {
+		return false
+	}
+	if _, ok := o.set[seq]; ok {
+		delete(o.set, seq)
 		return true
 	}
 	return false

@@ -190,3 +190,28 @@ func TestRecvCancel(t *testing.T) {
 		t.Errorf("err %v", err)
 	}
 }
+
+// TestOwnSeqsBound: past maxOwnEvents the oldest remembered seq is
+// forgotten first, one per emit, and a seq isOwn consumed is not counted.
+func TestOwnSeqsBound(t *testing.T) {
+	o := &ownSeqs{set: map[uint64]struct{}{}}
+	for s := range uint64(maxOwnEvents) {
+		o.add(s)
+	}
+	delete(o.set, 7) // isOwn consumed it
+	o.add(maxOwnEvents)
+	o.add(maxOwnEvents + 1)
+	for _, s := range []uint64{0, 1, 7} {
+		if _, ok := o.set[s]; ok {
+			t.Errorf("seq %d still remembered", s)
+		}
+	}
+	for _, s := range []uint64{2, 8, maxOwnEvents, maxOwnEvents + 1} {
+		if _, ok := o.set[s]; !ok {
+			t.Errorf("seq %d forgotten", s)
+		}
+	}
+	if len(o.set) != maxOwnEvents-1 || len(o.ring) != maxOwnEvents {
+		t.Errorf("set %d, ring %d", len(o.set), len(o.ring))
+	}
+}
