@@ -12,7 +12,20 @@ const (
 	ServiceBlobs    = "blobs"    // a Blobs, offered by providers/val
 	ServiceExecutor = "executor" // an Executor, offered by providers/session
 	ServicePolicy   = "policy"   // a *policy.Policy, offered by the kernel
+	// ServiceWorkspaces is a Workspaces, offered by the kernel.
+	ServiceWorkspaces = "workspaces"
 )
+
+// Workspaces tells the directory each session was created for (its
+// workspace: where it starts, and the confinement's writable root). The
+// kernel records it when a session is first attached (session.attach's
+// workspace param, else the kernel's own directory); it does not change
+// while the session lives, whatever the session's cd does.
+type Workspaces interface {
+	// Workspace is the session's workspace, "" for a session never
+	// attached.
+	Workspace(session string) string
+}
 
 // JournalRow is one journal entry (SPEC J1). Rows are plain JSON.
 type JournalRow struct {

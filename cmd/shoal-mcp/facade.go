@@ -26,6 +26,9 @@ type Facade struct {
 	link *link
 	dial dialer
 	log  *slog.Logger
+	// target is where the facade attaches; nil when its dialer decides
+	// alone (tests).
+	target *target
 
 	mu       sync.Mutex
 	sessions map[*session]struct{}
@@ -166,7 +169,8 @@ func (f *Facade) handleOne(ctx context.Context, s *session, raw []byte) []byte {
 		return errorResponse(m.ID, -32600, `invalid request: "jsonrpc" must be "2.0"`, nil)
 	}
 	if m.Method == "" {
-		// A response to a server request; this server sends none.
+		// The client's answer to a request of this facade.
+		s.answered(&m)
 		return nil
 	}
 	if !m.isRequest() {
@@ -179,10 +183,22 @@ func (f *Facade) handleOne(ctx context.Context, s *session, raw []byte) []byte {
 			}
 		}
 		f.mcp.HandleMessage(f.mcp.WithContext(ctx, s), raw)
+		if m.Method == string(mcp.MethodNotificationInitialized) {
+			// Asked on a goroutine of its own: its answer comes through
+			// the same reader that delivered this notification.
+			go f.learnRoots(s)
+		}
 		return nil
 	}
 
+	if f.target != nil && !s.sawInit.Load() && !handshakeMethods[m.Method] {
+		// Work before any handshake (a stateless request, or a client
+		// that skipped it): no roots will be offered.
+		f.target.settle("")
+	}
 	switch m.Method {
+	case string(mcp.MethodInitialize):
+		s.setClientCaps(m.Params)
 	case string(mcp.MethodResourcesList):
 		return f.intercept(ctx, s, m, f.resourcesList)
 	case string(mcp.MethodResourcesTemplatesList):
@@ -207,6 +223,12 @@ func (f *Facade) handleOne(ctx context.Context, s *session, raw []byte) []byte {
 		return errorResponse(m.ID, -32603, "encode response: "+err.Error(), nil)
 	}
 	return b
+}
+
+// handshakeMethods may come before initialize without settling the
+// session: a client probing for the stateless revision, or a ping.
+var handshakeMethods = map[string]bool{
+	string(mcp.MethodInitialize): true, string(mcp.MethodServerDiscover): true, string(mcp.MethodPing): true,
 }
 
 // resourceHandler answers one intercepted request: a result, or an error

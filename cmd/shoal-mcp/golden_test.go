@@ -21,7 +21,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -30,7 +29,6 @@ import (
 	"unicode/utf8"
 
 	mcpclient "github.com/mark3labs/mcp-go/client"
-	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 )
 
@@ -200,14 +198,7 @@ func TestGoldenTranscript(t *testing.T) {
 func startGoldenFacade(t *testing.T, sd *stateDir, dir string) *mcpPeer {
 	t.Helper()
 	stderr := &syncBuffer{}
-	tr := transport.NewStdioWithOptions(facadeBin, nil, sd.facadeArgs("agent:golden"),
-		transport.WithCommandStderrWriter(stderr),
-		transport.WithCommandFunc(func(ctx context.Context, command string, env, args []string) (*exec.Cmd, error) {
-			cmd := exec.CommandContext(ctx, command, args...)
-			cmd.Env = append(os.Environ(), env...)
-			cmd.Dir = dir
-			return cmd, nil
-		}))
+	tr := stdioIn(dir, sd.facadeArgs("agent:golden"), stderr)
 	if err := tr.Start(context.Background()); err != nil {
 		t.Fatalf("start facade: %v\n%s", err, stderr.String())
 	}

@@ -186,9 +186,15 @@ type mcpPeer struct {
 	closed  bool
 }
 
-// facadeArgs are the flags every test facade gets.
+// facadeArgs are the flags every test facade gets. The session is main
+// unless extra names one, so the tests' direct kernel connections (which
+// attach to main, as the CLI does) see what the facade did.
 func (sd *stateDir) facadeArgs(principal string, extra ...string) []string {
-	return append([]string{"--state-dir", sd.dir, "--principal", principal, "--idle-exit", "1m", "--log-level", "info"}, extra...)
+	args := []string{"--state-dir", sd.dir, "--principal", principal, "--idle-exit", "1m", "--log-level", "info"}
+	if !slices.Contains(extra, "--session") {
+		args = append(args, "--session", "main")
+	}
+	return append(args, extra...)
 }
 
 // startStdio starts a facade as a subprocess and connects to it over
@@ -215,6 +221,12 @@ func connectStdio(sd *stateDir, principal string, stderr *syncBuffer, extra ...s
 }
 
 func initialize(c *mcpclient.Client, stderr *syncBuffer) (*mcpPeer, error) {
+	return initializeWith(c, stderr, nil)
+}
+
+// initializeWith is initialize with the request adjusted by edit (the
+// client's capabilities, the protocol version).
+func initializeWith(c *mcpclient.Client, stderr *syncBuffer, edit func(*mcp.InitializeRequest)) (*mcpPeer, error) {
 	p := &mcpPeer{c: c, stderr: stderr, notes: make(chan mcp.JSONRPCNotification, 1024)}
 	c.OnNotification(func(n mcp.JSONRPCNotification) {
 		select {
@@ -233,6 +245,9 @@ func initialize(c *mcpclient.Client, stderr *syncBuffer) (*mcpPeer, error) {
 	}
 	init := mcp.InitializeRequest{}
 	init.Params.ClientInfo = mcp.Implementation{Name: "shoal-mcp-test", Version: "1"}
+	if edit != nil {
+		edit(&init)
+	}
 	if _, err := c.Initialize(ctx, init); err != nil {
 		c.Close()
 		return nil, fmt.Errorf("initialize: %w", err)

@@ -45,28 +45,31 @@ type dialer func(ctx context.Context, onEvent func(client.Event)) (*client.Clien
 // kernelHandle is how the facade reaches its kernel, and how it lets go.
 type kernelHandle struct {
 	dialer dialer
-	stop   func()
+	// up makes sure a kernel answers (starting one if need be) without
+	// attaching: the session may not be settled yet.
+	up   func(ctx context.Context) error
+	stop func()
 }
 
 // startKernel finds the kernel serving cfg's socket, or starts one: inside
 // this process with --in-process, else in the background.
-func startKernel(ctx context.Context, cfg *config, log *slog.Logger) (*kernelHandle, error) {
+func startKernel(ctx context.Context, cfg *config, t *target, log *slog.Logger) (*kernelHandle, error) {
 	stateDir, err := filepath.Abs(cfg.stateDir)
 	if err != nil {
 		return nil, fmt.Errorf("state dir: %w", err)
 	}
-	opts := client.Options{StateDir: stateDir, Socket: cfg.socket, Session: cfg.session, Principal: cfg.principal}
+	opts := client.Options{StateDir: stateDir, Socket: cfg.socket, Principal: cfg.principal}
 	if cfg.inProcess {
-		return startInProcess(ctx, cfg, stateDir, opts, log)
+		return startInProcess(ctx, cfg, stateDir, opts, t, log)
 	}
-	bg := &background{cfg: cfg, stateDir: stateDir, opts: opts, log: log}
-	return &kernelHandle{dialer: bg.dial, stop: func() {}}, nil
+	bg := &background{cfg: cfg, stateDir: stateDir, opts: opts, target: t, log: log}
+	return &kernelHandle{dialer: bg.dial, up: bg.start, stop: func() {}}, nil
 }
 
 // startInProcess runs a kernel in this process. It listens on the socket
 // like any kernel, so subscriptions and the shoal CLI reach it the same
 // way; it stops when the facade ends.
-func startInProcess(ctx context.Context, cfg *config, stateDir string, opts client.Options, log *slog.Logger) (*kernelHandle, error) {
+func startInProcess(ctx context.Context, cfg *config, stateDir string, opts client.Options, t *target, log *slog.Logger) (*kernelHandle, error) {
 	k, err := boot.NewKernel(kernel.Options{StateDir: stateDir, Socket: cfg.socket, PluginDirs: cfg.pluginDirs, Log: log})
 	if err != nil {
 		var are *kernel.AlreadyRunningError
@@ -85,11 +88,15 @@ func startInProcess(ctx context.Context, cfg *config, stateDir string, opts clie
 		stop()
 		return nil, fmt.Errorf("in-process kernel: %w", err)
 	}
-	return &kernelHandle{stop: stop, dialer: func(ctx context.Context, onEvent func(client.Event)) (*client.Client, error) {
-		o := opts
-		o.OnEvent = onEvent
-		return client.Dial(ctx, o)
-	}}, nil
+	return &kernelHandle{stop: stop, up: func(context.Context) error { return nil },
+		dialer: func(ctx context.Context, onEvent func(client.Event)) (*client.Client, error) {
+			o, err := t.apply(ctx, opts)
+			if err != nil {
+				return nil, err
+			}
+			o.OnEvent = onEvent
+			return client.Dial(ctx, o)
+		}}, nil
 }
 
 // waitSocket polls until something accepts on path, the kernel's Serve
@@ -133,6 +140,7 @@ type background struct {
 	cfg      *config
 	stateDir string
 	opts     client.Options
+	target   *target
 	log      *slog.Logger
 
 	// mu serializes starts: concurrent dials of one facade start at most
@@ -141,7 +149,10 @@ type background struct {
 }
 
 func (b *background) dial(ctx context.Context, onEvent func(client.Event)) (*client.Client, error) {
-	o := b.opts
+	o, err := b.target.apply(ctx, b.opts)
+	if err != nil {
+		return nil, err
+	}
 	o.OnEvent = onEvent
 	c, err := client.Dial(ctx, o)
 	if err == nil {

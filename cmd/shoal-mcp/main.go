@@ -25,6 +25,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -49,7 +50,12 @@ Flags (environment variable in brackets):
   --state-dir DIR     kernel state directory [SHOAL_STATE_DIR]
                       (default $XDG_STATE_HOME/shoal, else ~/.local/state/shoal)
   --socket PATH       kernel socket [SHOAL_SOCKET] (default STATE_DIR/kernel.sock)
-  --session NAME      kernel session to attach [SHOAL_SESSION] (default main)
+  --session NAME      kernel session to attach [SHOAL_SESSION] (default: one per
+                      project, proj-<dir>-<hash>, from the client's roots or
+                      the launch directory)
+  --workspace DIR     the project directory a new session starts in and may
+                      write [SHOAL_WORKSPACE] (default: the client's first
+                      root, else the launch directory; never /)
   --principal NAME    who acts, e.g. agent:reviewer [SHOAL_PRINCIPAL] (default agent:default)
   --http ADDR         serve streamable HTTP at http://ADDR/mcp instead of stdio
                       (loopback only unless --allow-remote)
@@ -73,6 +79,7 @@ type config struct {
 	stateDir    string
 	socket      string
 	session     string
+	workspace   string
 	principal   string
 	httpAddr    string
 	allowRemote bool
@@ -104,7 +111,8 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	var level string
 	fs.StringVar(&cfg.stateDir, "state-dir", kernel.DefaultStateDir(), "")
 	fs.StringVar(&cfg.socket, "socket", os.Getenv("SHOAL_SOCKET"), "")
-	fs.StringVar(&cfg.session, "session", envOr("SHOAL_SESSION", "main"), "")
+	fs.StringVar(&cfg.session, "session", os.Getenv("SHOAL_SESSION"), "")
+	fs.StringVar(&cfg.workspace, "workspace", os.Getenv("SHOAL_WORKSPACE"), "")
 	fs.StringVar(&cfg.principal, "principal", envOr("SHOAL_PRINCIPAL", "agent:default"), "")
 	fs.StringVar(&cfg.httpAddr, "http", "", "")
 	fs.BoolVar(&cfg.allowRemote, "allow-remote", false, "")
@@ -136,8 +144,37 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	if cfg.allowRemote && cfg.httpAddr == "" {
 		return nil, fmt.Errorf("%w: --allow-remote only applies with --http ADDR", errUsage)
 	}
+	if cfg.workspace != "" {
+		abs, err := filepath.Abs(cfg.workspace)
+		if err != nil {
+			return nil, fmt.Errorf("%w: --workspace: %v", errUsage, err)
+		}
+		if err := kernel.CheckWorkspace(abs); err != nil {
+			return nil, fmt.Errorf("%w: --workspace: %v", errUsage, err)
+		}
+		cfg.workspace = abs
+	}
 	cfg.pluginDirs = plugins
 	return cfg, nil
+}
+
+// target is where the facade attaches. Over HTTP, where one facade
+// serves many clients, or with --workspace, it is settled at once; over
+// stdio it waits for the client's roots.
+func (cfg *config) target(shared bool) (*target, error) {
+	dir, fixed := cfg.workspace, cfg.workspace != ""
+	if !fixed {
+		wd, err := os.Getwd()
+		if err != nil {
+			return nil, fmt.Errorf("launch directory: %w", err)
+		}
+		dir = wd
+	}
+	t := newTarget(cfg.session, dir, fixed)
+	if fixed || shared {
+		t.settle("")
+	}
+	return t, nil
 }
 
 func run(args []string, stdin io.Reader, stdout io.Writer, stderr io.Writer) int {
@@ -178,20 +215,30 @@ func serve(ctx context.Context, cfg *config, stdin io.Reader, stdout, stderr io.
 		defer ln.Close()
 	}
 
-	k, err := startKernel(ctx, cfg, log)
+	t, err := cfg.target(ln != nil)
+	if err != nil {
+		return err
+	}
+	k, err := startKernel(ctx, cfg, t, log)
 	if err != nil {
 		return err
 	}
 	defer k.stop()
 
 	f := newFacade(k.dialer, log)
+	f.target = t
 	defer f.Close()
-	if _, err := f.link.client(ctx); err != nil {
+	if t.settled() {
+		if _, err := f.link.client(ctx); err != nil {
+			return err
+		}
+	} else if err := k.up(ctx); err != nil {
 		return err
 	}
 
 	if ln != nil {
-		fmt.Fprintf(stderr, "shoal-mcp: serving MCP on %s (session %s, principal %s)\n", ln.URL(), cfg.session, cfg.principal)
+		name, dir, _ := t.get(ctx)
+		fmt.Fprintf(stderr, "shoal-mcp: serving MCP on %s (session %s in %s, principal %s)\n", ln.URL(), name, dir, cfg.principal)
 		return serveHTTP(ctx, f, ln, cfg.allowRemote, log)
 	}
 	return serveStdio(ctx, f, stdin, stdout)

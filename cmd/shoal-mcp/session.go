@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -48,6 +49,14 @@ type session struct {
 	inflight map[string]context.CancelFunc
 	closed   bool
 	wg       sync.WaitGroup
+
+	// caps are the capabilities the client declared at initialize.
+	caps    map[string]json.RawMessage
+	sawInit atomic.Bool
+	// asked holds the requests this facade sent the client (roots/list,
+	// elicitation/create), by id, until their answers come.
+	asked  map[string]chan *message
+	nextID atomic.Int64
 }
 
 var _ server.ClientSession = (*session)(nil)
@@ -58,7 +67,7 @@ func (f *Facade) newSession() *session {
 	_, _ = rand.Read(b[:])
 	s := &session{id: hex.EncodeToString(b[:]), f: f, ctx: ctx, cancel: cancel,
 		outbox: make(chan []byte, outboxSize), libNotes: make(chan mcp.JSONRPCNotification, 16),
-		subs: map[string]*forwarder{}, inflight: map[string]context.CancelFunc{}}
+		subs: map[string]*forwarder{}, inflight: map[string]context.CancelFunc{}, asked: map[string]chan *message{}}
 	s.wg.Go(func() {
 		for {
 			select {
@@ -122,6 +131,88 @@ func (s *session) cancelRequest(id json.RawMessage) {
 	s.mu.Unlock()
 	if cancel != nil {
 		cancel()
+	}
+}
+
+// setClientCaps records the capabilities of an initialize request.
+func (s *session) setClientCaps(params json.RawMessage) {
+	var p struct {
+		Capabilities map[string]json.RawMessage `json:"capabilities"`
+	}
+	_ = json.Unmarshal(params, &p)
+	s.mu.Lock()
+	s.caps = p.Capabilities
+	s.mu.Unlock()
+	s.sawInit.Store(true)
+}
+
+// clientHas reports whether the client declared a capability (roots,
+// elicitation, sampling); sub, when given, is a member of it that must
+// be there too (elicitation's form).
+func (s *session) clientHas(name string, sub ...string) bool {
+	s.mu.Lock()
+	raw, ok := s.caps[name]
+	s.mu.Unlock()
+	if !ok || len(sub) == 0 {
+		return ok
+	}
+	var members map[string]json.RawMessage
+	if json.Unmarshal(raw, &members) != nil {
+		return false
+	}
+	if len(members) == 0 && name == "elicitation" && sub[0] == "form" {
+		return true // {} means form elicitation (before 2025-11-25 it was the only kind)
+	}
+	_, ok = members[sub[0]]
+	return ok
+}
+
+// request sends the client a request and waits for its answer: the
+// result, or the client's error as an error.
+func (s *session) request(ctx context.Context, method string, params any) (json.RawMessage, error) {
+	id := fmt.Sprintf(`"shoal-%d"`, s.nextID.Add(1))
+	b, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": json.RawMessage(id), "method": method, "params": params})
+	if err != nil {
+		return nil, err
+	}
+	answer := make(chan *message, 1)
+	s.mu.Lock()
+	s.asked[id] = answer
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.asked, id)
+		s.mu.Unlock()
+	}()
+	if !s.send(ctx, b) {
+		return nil, ctx.Err()
+	}
+	select {
+	case m := <-answer:
+		if len(m.Error) > 0 {
+			var e rpcError
+			_ = json.Unmarshal(m.Error, &e)
+			return nil, fmt.Errorf("the client answered %s with error %d: %s", method, e.Code, e.Message)
+		}
+		return m.Result, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-s.ctx.Done():
+		return nil, context.Canceled
+	}
+}
+
+// answered hands a response from the client to the request waiting for
+// it; a response to nothing asked is dropped.
+func (s *session) answered(m *message) {
+	s.mu.Lock()
+	ch := s.asked[string(m.ID)]
+	s.mu.Unlock()
+	if ch != nil {
+		select {
+		case ch <- m:
+		default:
+		}
 	}
 }
 

@@ -114,6 +114,8 @@ type sessionState struct {
 	name     string
 	attached int
 	created  time.Time
+	// workspace is the directory the session was created for.
+	workspace string
 }
 
 // New prepares a kernel: state directory, lock, token, config, policy,
@@ -172,6 +174,7 @@ func New(opts Options, providers ...core.Provider) (k *Kernel, err error) {
 	k.router.SetOrder(opts.Order)
 	k.host = &core.Host{StateDir: stateDir, Bus: k.bus, Log: log, Config: k.cfg}
 	k.host.Provide(core.ServicePolicy, k.policy)
+	k.host.Provide(core.ServiceWorkspaces, core.Workspaces(k))
 	k.registerCore()
 
 	for _, p := range providers {
@@ -507,6 +510,9 @@ type attachParams struct {
 	Token     string `json:"token"`
 	Session   string `json:"session"`
 	Principal string `json:"principal"`
+	// Workspace is the directory a new session is created for (absolute);
+	// a session that exists keeps its own.
+	Workspace string `json:"workspace"`
 }
 
 func (k *Kernel) attach(c *conn, raw json.RawMessage) (any, error) {
@@ -529,6 +535,11 @@ func (k *Kernel) attach(c *conn, raw json.RawMessage) (any, error) {
 	if !principalRe.MatchString(p.Principal) {
 		return nil, rpc.Errorf(rpc.InvalidParams, "principal %q: use kind:name, e.g. agent:reviewer or human:owner", p.Principal)
 	}
+	if p.Workspace != "" {
+		if err := CheckWorkspace(p.Workspace); err != nil {
+			return nil, rpc.Errorf(rpc.InvalidParams, "workspace: %v", err)
+		}
+	}
 	caller := &core.Caller{Session: p.Session, Principal: p.Principal, Grants: k.policy.Grants(p.Principal), ConnID: c.id,
 		Notify: c.rc.Notify}
 	c.mu.Lock()
@@ -543,15 +554,20 @@ func (k *Kernel) attach(c *conn, raw json.RawMessage) (any, error) {
 	}
 	s := k.sessions[p.Session]
 	if s == nil {
-		s = &sessionState{name: p.Session, created: time.Now()}
+		s = &sessionState{name: p.Session, created: time.Now(), workspace: p.Workspace}
+		if s.workspace == "" {
+			s.workspace = defaultWorkspace()
+		}
 		k.sessions[p.Session] = s
 	}
 	s.attached++
+	workspace := s.workspace
 	k.mu.Unlock()
 	return map[string]any{
 		"session":   caller.Session,
 		"principal": caller.Principal,
 		"grants":    nonNil(caller.Grants),
+		"workspace": workspace,
 		"cwd":       k.cwd(caller.Session),
 		"channels":  StaticChannels,
 		"epoch":     k.bus.Epoch(),
@@ -577,6 +593,50 @@ func (k *Kernel) cwd(session string) string {
 		return s.Cwd(session)
 	}
 	wd, _ := os.Getwd()
+	return wd
+}
+
+// Workspace implements core.Workspaces.
+func (k *Kernel) Workspace(session string) string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if s := k.sessions[session]; s != nil {
+		return s.workspace
+	}
+	return ""
+}
+
+// CheckWorkspace says why dir cannot be a session's workspace, or nil. A
+// workspace is an existing absolute directory other than /: it is the
+// session's writable root, and / would open the whole machine to it.
+func CheckWorkspace(dir string) error {
+	if !filepath.IsAbs(dir) {
+		return fmt.Errorf("%q is not an absolute path", dir)
+	}
+	if filepath.Clean(dir) == "/" {
+		return errors.New(`"/" cannot be a workspace: a session's workspace is the directory it may write, and / would be the whole machine; start the host in a project directory or name one (shoal-mcp --workspace DIR)`)
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("%q: %w", dir, err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("%q is not a directory", dir)
+	}
+	return nil
+}
+
+// defaultWorkspace is the workspace of a session attached without one:
+// the kernel's directory, or the home directory when that is / (a kernel
+// started by a host that runs in /).
+func defaultWorkspace() string {
+	wd, err := os.Getwd()
+	if err == nil && wd != "/" {
+		return wd
+	}
+	if home, err := os.UserHomeDir(); err == nil && CheckWorkspace(home) == nil {
+		return home
+	}
 	return wd
 }
 

@@ -355,3 +355,40 @@ func contains(xs []string, x string) bool {
 	}
 	return false
 }
+
+func TestAttachWorkspace(t *testing.T) {
+	r := start(t, shortDir(t))
+	a, b := t.TempDir(), t.TempDir()
+	file := filepath.Join(a, "f")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tok := r.k.Token()
+	for _, bad := range []string{"/", "//", "relative/dir", file, filepath.Join(a, "missing")} {
+		ans := raw(t, r.k.Socket(), `{"jsonrpc":"2.0","id":1,"method":"session.attach","params":{"token":"`+tok+`","workspace":"`+bad+`"}}`)
+		if errCode(ans[0]) != int(rpc.InvalidParams) {
+			t.Errorf("workspace %q: %v; want INVALID_PARAMS", bad, ans[0])
+		}
+	}
+	ans := raw(t, r.k.Socket(), `{"jsonrpc":"2.0","id":1,"method":"session.attach","params":{"token":"`+tok+`","workspace":"/"}}`)
+	if msg := ans[0]["error"].(map[string]any)["message"].(string); !strings.Contains(msg, "whole machine") {
+		t.Errorf("refusing / says %q; want why", msg)
+	}
+
+	c1 := dial(t, r.dir, client.Options{Session: "p1", Workspace: a})
+	if c1.Attached.Workspace != a {
+		t.Errorf("new session's workspace %q; want %q", c1.Attached.Workspace, a)
+	}
+	// The session exists: another workspace does not move it.
+	c2 := dial(t, r.dir, client.Options{Session: "p1", Workspace: b})
+	if c2.Attached.Workspace != a {
+		t.Errorf("existing session's workspace %q; want it kept (%q)", c2.Attached.Workspace, a)
+	}
+	c3 := dial(t, r.dir, client.Options{Session: "p2", Workspace: b})
+	if c3.Attached.Workspace != b || r.k.Workspace("p2") != b || r.k.Workspace("p1") != a {
+		t.Errorf("p2 workspace %q (kernel: p1 %q, p2 %q)", c3.Attached.Workspace, r.k.Workspace("p1"), r.k.Workspace("p2"))
+	}
+	if c4 := dial(t, r.dir, client.Options{Session: "p3"}); c4.Attached.Workspace == "" || c4.Attached.Workspace == "/" {
+		t.Errorf("a session without a workspace got %q", c4.Attached.Workspace)
+	}
+}

@@ -285,7 +285,7 @@ func (k *Kernel) status(context.Context, *conn, *core.Caller, json.RawMessage) (
 	k.mu.Lock()
 	sessions := make([]map[string]any, 0, len(k.sessions))
 	for _, s := range k.sessions {
-		sessions = append(sessions, map[string]any{"name": s.name, "attached": s.attached, "created": s.created.UnixNano()})
+		sessions = append(sessions, map[string]any{"name": s.name, "attached": s.attached, "created": s.created.UnixNano(), "workspace": s.workspace})
 	}
 	conns := len(k.conns)
 	k.mu.Unlock()

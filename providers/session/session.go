@@ -135,7 +135,7 @@ func (p *Provider) session(name string) (*sess, error) {
 	if s := p.sessions[name]; s != nil {
 		return s, nil
 	}
-	wd, _ := os.Getwd()
+	wd := p.workspace(name)
 	s := &sess{name: name}
 	ev, err := shell.New(shell.Options{
 		Dir:       wd,
@@ -148,6 +148,18 @@ func (p *Provider) session(name string) (*sess, error) {
 	s.ev = ev
 	p.sessions[name] = s
 	return s, nil
+}
+
+// workspace is the directory a new session starts in: the one the kernel
+// recorded for it at session.attach, else the kernel's own.
+func (p *Provider) workspace(session string) string {
+	if w, err := core.Lookup[core.Workspaces](p.host, core.ServiceWorkspaces); err == nil {
+		if dir := w.Workspace(session); dir != "" {
+			return dir
+		}
+	}
+	wd, _ := os.Getwd()
+	return wd
 }
 
 // emit is the language→wire bridge: the evaluator's emit builtin. The

@@ -46,6 +46,10 @@ type Options struct {
 	Session string
 	// Principal to act as (default "agent:default").
 	Principal string
+	// Workspace is the absolute directory a new session is created for
+	// (it starts there; it is its writable root). A session that exists
+	// keeps its own. Empty: the kernel's default.
+	Workspace string
 	// OnEvent receives pushed events, in order per channel, on the
 	// connection's read goroutine: hand them off quickly.
 	OnEvent func(Event)
@@ -79,6 +83,7 @@ type Attached struct {
 	Session   string   `json:"session"`
 	Principal string   `json:"principal"`
 	Grants    []string `json:"grants"`
+	Workspace string   `json:"workspace"`
 	Cwd       string   `json:"cwd"`
 	Channels  []string `json:"channels"`
 	Epoch     string   `json:"epoch"`
@@ -153,7 +158,11 @@ func attach(ctx context.Context, nc net.Conn, o Options) (*Client, error) {
 		}
 	}})
 	go func() { c.runErr <- c.conn.Run() }()
-	err := c.conn.Call(ctx, "session.attach", map[string]string{"token": o.Token, "session": o.Session, "principal": o.Principal}, &c.Attached)
+	params := map[string]string{"token": o.Token, "session": o.Session, "principal": o.Principal}
+	if o.Workspace != "" {
+		params["workspace"] = o.Workspace
+	}
+	err := c.conn.Call(ctx, "session.attach", params, &c.Attached)
 	if err != nil {
 		c.Close()
 		return nil, err
