@@ -37,6 +37,10 @@ const (
 	PluginError     Code = -32030 // a plugin call failed: trap, deadline, memory, bad answer
 	Rejected        Code = -32031 // a validator refused a user.* payload
 	Unavailable     Code = -32032 // the kernel is stopping or the service is not loaded
+
+	TooManyConnections Code = -32033 // the peer's user has as many connections open as allowed
+	JournalUnavailable Code = -32034 // the journal cannot be written: nothing was run
+	JournalWriteFailed Code = -32035 // it ran, but its journal row could not be written
 )
 
 // CodeInfo documents one code.
@@ -72,6 +76,9 @@ var Codes = []CodeInfo{
 	{PluginError, "PLUGIN_ERROR", "A plugin call failed: trap, deadline, memory ceiling, or a malformed answer."},
 	{Rejected, "REJECTED", "A validator refused a user.* payload; nothing was published."},
 	{Unavailable, "UNAVAILABLE", "The kernel is stopping, or the needed service is not loaded."},
+	{TooManyConnections, "TOO_MANY_CONNECTIONS", "This user has as many connections open as limits.connections_per_uid allows; close some and retry."},
+	{JournalUnavailable, "JOURNAL_UNAVAILABLE", "The journal cannot be written (the message says why: disk full, damaged, closed); nothing was run."},
+	{JournalWriteFailed, "JOURNAL_WRITE_FAILED", "It ran, but its journal row could not be written: do not retry blindly, check its effects."},
 }
 
 // Name returns the code's stable name, or "ERROR" for an unknown code.

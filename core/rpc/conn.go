@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Handler serves one incoming request or notification. For a notification
@@ -25,8 +26,18 @@ type ConnOptions struct {
 	// OnNotify receives notifications from the peer, in arrival order, on
 	// the read goroutine: it must not block for long.
 	OnNotify func(method string, params json.RawMessage)
-	// MaxFrame bounds incoming frames (DefaultMaxFrame if zero).
+	// MaxFrame bounds incoming frames (DefaultMaxFrame if zero);
+	// [Conn.SetMaxFrame] changes it later (after authentication, say).
 	MaxFrame int
+	// MaxUnwritten bounds the bytes of answers and notifications encoded
+	// but not yet written to the peer (DefaultMaxUnwritten if zero). Past
+	// it the connection stops reading requests until the peer has read
+	// enough: a peer that sends and never reads holds this much, not an
+	// answer per request.
+	MaxUnwritten int
+	// MaxInflight bounds the requests of this connection being served at
+	// once (DefaultMaxInflight if zero); more wait unread.
+	MaxInflight int
 	// Serial serves requests one at a time in arrival order instead of each
 	// in its own goroutine.
 	Serial bool
@@ -49,6 +60,12 @@ type Conn struct {
 	pending []byte // frames waiting for the active writer
 	spare   []byte
 	werr    error
+	// unwritten counts the bytes of frames encoded and not yet written;
+	// inflight the requests handed to workers and not yet answered. The
+	// reader waits on wcond while either is over its bound.
+	unwritten int
+	inflight  int
+	maxFrame  atomic.Int64
 
 	mu      sync.Mutex
 	calls   map[string]chan *Message
@@ -73,8 +90,19 @@ func NewConn(rwc io.ReadWriteCloser, opts ConnOptions) *Conn {
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Conn{rwc: rwc, opts: opts, calls: map[string]chan *Message{}, ctx: ctx, cancel: cancel, done: make(chan struct{}), work: make(chan func(bool) bool)}
 	c.wcond = sync.NewCond(&c.wmu)
+	c.maxFrame.Store(int64(opts.MaxFrame))
 	return c
 }
+
+// Defaults for [ConnOptions] bounds left zero.
+const (
+	DefaultMaxUnwritten = 4 << 20
+	DefaultMaxInflight  = 256
+)
+
+// SetMaxFrame changes the bound on incoming frames from the next frame
+// on (n <= 0: DefaultMaxFrame).
+func (c *Conn) SetMaxFrame(n int) { c.maxFrame.Store(int64(n)) }
 
 // Context is cancelled when the connection ends; request handlers get a
 // context derived from it.
@@ -100,14 +128,21 @@ func (c *Conn) Run() error {
 		c.rwc.Close()
 		close(c.done)
 	}()
-	fr := NewFrameReader(c.rwc, c.opts.MaxFrame)
+	fr := NewFrameReader(c.rwc, c.maxFrameBytes())
 	for {
+		fr.SetMax(c.maxFrameBytes())
 		frame, err := fr.Next()
 		if errors.Is(err, ErrFrameTooLarge) {
-			c.writeError(nil, Errorf(TooLarge, "frame longer than %d bytes was skipped", c.maxFrame()))
+			c.writeError(nil, Errorf(TooLarge, "frame longer than %d bytes was skipped", c.maxFrameBytes()))
 			continue
 		}
 		if err != nil {
+			if errors.Is(err, io.EOF) && c.ctx.Err() == nil {
+				// The peer closed its sending side; it may still read.
+				// The requests it sent are answered before the end.
+				c.drain()
+				return nil
+			}
 			if errors.Is(err, io.EOF) || c.ctx.Err() != nil {
 				return nil
 			}
@@ -118,6 +153,9 @@ func (c *Conn) Run() error {
 		if rerr != nil {
 			c.writeError(id, rerr)
 			continue
+		}
+		if !m.IsResponse() {
+			c.waitRoom()
 		}
 		switch {
 		case m.IsResponse():
@@ -134,11 +172,64 @@ func (c *Conn) Run() error {
 	}
 }
 
-func (c *Conn) maxFrame() int {
-	if c.opts.MaxFrame > 0 {
-		return c.opts.MaxFrame
+// eofGrace bounds how long the requests of a peer that closed its
+// sending side may take to answer before they are cancelled.
+const eofGrace = 30 * time.Second
+
+// drain waits, after the peer's end of stream, for the requests still
+// being served to answer (up to eofGrace): a client that sends a request
+// and shuts its writing side down still gets the answer.
+func (c *Conn) drain() {
+	t := time.AfterFunc(eofGrace, func() {
+		c.cancel()
+		c.wakeWriters()
+	})
+	defer t.Stop()
+	c.wmu.Lock()
+	for c.inflight > 0 && c.ctx.Err() == nil {
+		c.wcond.Wait()
+	}
+	c.wmu.Unlock()
+}
+
+func (c *Conn) maxFrameBytes() int {
+	if n := c.maxFrame.Load(); n > 0 {
+		return int(n)
 	}
 	return DefaultMaxFrame
+}
+
+// waitRoom holds the reader back while the peer has not read enough of
+// what it was sent, or too many of its requests are being served: the
+// next request stays unread (in the socket) instead of growing memory.
+// Other connections are not affected.
+func (c *Conn) waitRoom() {
+	maxUnwritten, maxInflight := c.opts.MaxUnwritten, c.opts.MaxInflight
+	if maxUnwritten <= 0 {
+		maxUnwritten = DefaultMaxUnwritten
+	}
+	if maxInflight <= 0 {
+		maxInflight = DefaultMaxInflight
+	}
+	c.wmu.Lock()
+	for (c.unwritten > maxUnwritten || c.inflight >= maxInflight) && c.werr == nil && c.ctx.Err() == nil {
+		c.wcond.Wait()
+	}
+	c.wmu.Unlock()
+}
+
+// started and finished count a request handed to a worker.
+func (c *Conn) started() {
+	c.wmu.Lock()
+	c.inflight++
+	c.wmu.Unlock()
+}
+
+func (c *Conn) finished() {
+	c.wmu.Lock()
+	c.inflight--
+	c.wcond.Broadcast()
+	c.wmu.Unlock()
 }
 
 func (c *Conn) serve(m *Message) {
@@ -160,10 +251,13 @@ func (c *Conn) serve(m *Message) {
 			result, err = c.safeHandle(ctx, m)
 		}
 		if slot != nil && !slot.take() {
-			return true
+			return true // ReplyNow answered, and counted it finished
 		}
 		if m.ID != nil {
 			c.answer(m, result, err)
+		}
+		if onWorker {
+			c.finished()
 		}
 		return false
 	}
@@ -171,6 +265,7 @@ func (c *Conn) serve(m *Message) {
 		run(false)
 		return
 	}
+	c.started()
 	// Hand the request to an idle worker; workers are kept (up to
 	// maxWorkers) so their grown stacks are reused, and a request finding
 	// none idle gets a goroutine of its own, so a slow handler never holds
@@ -270,6 +365,7 @@ func ReplyNow(ctx context.Context, result any) bool {
 	s.sent = true
 	s.mu.Unlock()
 	s.c.answer(&Message{ID: s.id}, result, nil)
+	s.c.finished()
 	s.c.wg.Done() // the worker's count: the connection no longer waits for this handler
 	return true
 }
@@ -320,6 +416,9 @@ func (c *Conn) writeError(id json.RawMessage, e *Error) {
 // bus counts that as a stalled subscriber) instead of growing memory.
 const maxPending = 1 << 20
 
+// maxSpare is the largest write buffer a connection keeps between bursts.
+const maxSpare = 2 * maxPending
+
 // write queues a frame. Frames queued while another goroutine is writing
 // go out together in its next write: concurrent answers and event frames
 // share system calls.
@@ -330,13 +429,16 @@ func (c *Conn) write(m *Message) error {
 	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
+	c.unwritten += len(b)
 	for c.writing && len(c.pending) >= maxPending && c.werr == nil && c.ctx.Err() == nil {
 		c.wcond.Wait()
 	}
-	if c.werr != nil {
-		return c.werr
-	}
-	if c.ctx.Err() != nil {
+	if c.werr != nil || c.ctx.Err() != nil {
+		c.unwritten -= len(b)
+		c.wcond.Broadcast()
+		if c.werr != nil {
+			return c.werr
+		}
 		return ErrClosed
 	}
 	c.pending = append(c.pending, b...)
@@ -350,6 +452,10 @@ func (c *Conn) write(m *Message) error {
 		c.wmu.Unlock()
 		_, err := c.rwc.Write(buf)
 		c.wmu.Lock()
+		c.unwritten -= len(buf)
+		if cap(buf) > maxSpare {
+			buf = nil // a burst's buffer is not kept for the connection's life
+		}
 		c.spare = buf
 		c.wcond.Broadcast()
 		if err != nil {

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"unicode/utf8"
 )
 
 // DefaultMaxFrame bounds one frame (one line). Raw reads are capped by the
@@ -36,11 +37,27 @@ func NewFrameReader(r io.Reader, max int) *FrameReader {
 	return &FrameReader{br: bufio.NewReaderSize(r, 64<<10), max: max}
 }
 
+// SetMax changes the bound from the next frame on (DefaultMaxFrame if
+// max <= 0).
+func (f *FrameReader) SetMax(max int) {
+	if max <= 0 {
+		max = DefaultMaxFrame
+	}
+	f.max = max
+}
+
+// keepBuf is the largest frame buffer kept between frames: one big frame
+// does not pin its memory for the rest of the connection.
+const keepBuf = 1 << 20
+
 // Next returns the next non-empty frame without its line ending. The
 // returned slice is valid until the next call. At the end of the stream it
 // returns io.EOF (a final unterminated line is still returned first).
 func (f *FrameReader) Next() ([]byte, error) {
 	for {
+		if cap(f.buf) > keepBuf {
+			f.buf = nil
+		}
 		f.buf = f.buf[:0]
 		tooLarge := false
 		for {
@@ -101,7 +118,18 @@ func (m *Message) IsResponse() bool { return m.Method == "" && m.ID != nil }
 // invalid JSON and InvalidRequest for JSON that is not a JSON-RPC 2.0
 // object; when the frame carried a usable id, it is returned with the error
 // so the answer can name it.
+//
+// An id that is not valid UTF-8 is refused (with no id): echoed, it
+// would make the answer invalid JSON.
 func Decode(frame []byte) (*Message, json.RawMessage, *Error) {
+	m, id, err := decode(frame)
+	if id != nil && !utf8.Valid(id) {
+		return nil, nil, Errorf(InvalidRequest, "id is not valid UTF-8: use a number or a UTF-8 string")
+	}
+	return m, id, err
+}
+
+func decode(frame []byte) (*Message, json.RawMessage, *Error) {
 	frame = bytes.TrimSpace(frame)
 	if json.Valid(frame) {
 		// The members alias the frame, which the reader reuses: copy it.

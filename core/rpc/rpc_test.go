@@ -61,6 +61,8 @@ var decodeTests = []struct {
 	{`{"jsonrpc":"2.0","id":1,"method":"x","params":3}`, InvalidRequest, ""},
 	{`{"jsonrpc":"2.0"}`, InvalidRequest, ""},
 	{`{"jsonrpc":"2.0","id":1}`, InvalidRequest, ""},
+	{"{\"jsonrpc\":\"2.0\",\"id\":\"\xff\xfe\",\"method\":\"x\"}", InvalidRequest, ""},
+	{"{\"jsonrpc\":\"2.0\",\"id\":\"\xc3\",\"result\":1}", InvalidRequest, ""},
 }
 
 func TestDecode(t *testing.T) {
