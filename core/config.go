@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/shoal-sh/shoal/core/rpc"
 )
 
 // Config is the kernel configuration, read from config.toml in the state
@@ -27,6 +30,75 @@ type Config struct {
 	Events EventsConfig `toml:"events"`
 	// Plugins holds the operator's grants per plugin name.
 	Plugins map[string]PluginGrant `toml:"plugins"`
+	// Limits bound what one client can make the kernel hold.
+	Limits Limits `toml:"limits"`
+}
+
+// Limits is the [limits] table: what one connection or peer may make the
+// kernel hold before it is slowed down or refused. docs/kernel.md
+// ("Limits") says what happens at each.
+type Limits struct {
+	// ConnectionsPerUID caps the open connections of one peer user id
+	// (SO_PEERCRED); one more is refused with TOO_MANY_CONNECTIONS.
+	ConnectionsPerUID int `toml:"connections_per_uid"`
+	// AttachTimeout closes a connection that has not attached this long
+	// after it was accepted (a Go duration).
+	AttachTimeout string `toml:"attach_timeout"`
+	// FrameBeforeAttach bounds a frame before session.attach succeeded.
+	FrameBeforeAttach int `toml:"frame_before_attach"`
+	// MaxFrame bounds a frame after attach.
+	MaxFrame int `toml:"max_frame"`
+	// UnwrittenBytes bounds the answers and event frames of one
+	// connection waiting for the peer to read them; past it the kernel
+	// reads no more requests from that connection until it drains.
+	UnwrittenBytes int `toml:"unwritten_bytes"`
+	// RequestsInFlight bounds the requests one connection has served at
+	// once; more stay unread until one finishes.
+	RequestsInFlight int `toml:"requests_in_flight"`
+	// EventPayload bounds one published event's payload.
+	EventPayload int `toml:"event_payload"`
+	// RingBytes bounds the payload bytes one channel's ring keeps; the
+	// oldest events leave first.
+	RingBytes int `toml:"ring_bytes"`
+}
+
+// Defaults of [Limits].
+const (
+	DefaultConnectionsPerUID = 512
+	DefaultAttachTimeout     = "10s"
+	DefaultFrameBeforeAttach = 64 << 10
+	DefaultMaxFrame          = rpc.DefaultMaxFrame
+	DefaultUnwrittenBytes    = rpc.DefaultMaxUnwritten
+	DefaultRequestsInFlight  = rpc.DefaultMaxInflight
+	DefaultEventPayload      = 1 << 20
+	DefaultRingBytes         = 16 << 20
+)
+
+func (l *Limits) fill() {
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&l.ConnectionsPerUID, DefaultConnectionsPerUID)
+	def(&l.FrameBeforeAttach, DefaultFrameBeforeAttach)
+	def(&l.MaxFrame, DefaultMaxFrame)
+	def(&l.UnwrittenBytes, DefaultUnwrittenBytes)
+	def(&l.RequestsInFlight, DefaultRequestsInFlight)
+	def(&l.EventPayload, DefaultEventPayload)
+	def(&l.RingBytes, DefaultRingBytes)
+	if l.AttachTimeout == "" {
+		l.AttachTimeout = DefaultAttachTimeout
+	}
+}
+
+// AttachDeadline is AttachTimeout parsed.
+func (l *Limits) AttachDeadline() (time.Duration, error) {
+	d, err := time.ParseDuration(l.AttachTimeout)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("limits.attach_timeout: %q is not a positive duration such as \"10s\"", l.AttachTimeout)
+	}
+	return d, nil
 }
 
 // EventsConfig is the [events] table.
@@ -97,6 +169,12 @@ func LoadConfig(path string) (*Config, error) {
 		}
 	}
 	c.fill()
+	if _, err := c.Limits.AttachDeadline(); err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	if c.Limits.FrameBeforeAttach > c.Limits.MaxFrame {
+		return nil, fmt.Errorf("config %s: limits.frame_before_attach (%d) is above limits.max_frame (%d)", path, c.Limits.FrameBeforeAttach, c.Limits.MaxFrame)
+	}
 	for _, ch := range c.Events.Channels {
 		if !strings.HasPrefix(ch.Name, "user.") {
 			return nil, fmt.Errorf("config %s: [[events.channel]] name %q: only user.* channels can be declared", path, ch.Name)
@@ -115,6 +193,7 @@ func (c *Config) fill() {
 	if c.IdleExit == "" {
 		c.IdleExit = DefaultIdleExit
 	}
+	c.Limits.fill()
 }
 
 // DefaultConfig is the configuration used when no file exists.

@@ -101,6 +101,7 @@ type Kernel struct {
 	mu       sync.Mutex
 	listener net.Listener
 	conns    map[uint64]*conn
+	perUID   map[uint32]int
 	sessions map[string]*sessionState
 	lastIdle time.Time
 	closed   bool
@@ -135,7 +136,7 @@ func New(opts Options, providers ...core.Provider) (k *Kernel, err error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	k = &Kernel{opts: opts, stateDir: stateDir, log: log, conns: map[uint64]*conn{}, sessions: map[string]*sessionState{},
+	k = &Kernel{opts: opts, stateDir: stateDir, log: log, conns: map[uint64]*conn{}, perUID: map[uint32]int{}, sessions: map[string]*sessionState{},
 		methods: map[string]core.Method{}, started: time.Now(), lastIdle: time.Now(), stopped: make(chan struct{})}
 	k.socket = opts.Socket
 	if k.socket == "" {
@@ -168,7 +169,7 @@ func New(opts Options, providers ...core.Provider) (k *Kernel, err error) {
 	if k.policy, err = policy.Load(filepath.Join(stateDir, PolicyName)); err != nil {
 		return nil, err
 	}
-	k.bus = bus.New(bus.Options{})
+	k.bus = bus.New(bus.Options{RingBytes: k.cfg.Limits.RingBytes, MaxPayload: k.cfg.Limits.EventPayload})
 	k.router = core.NewRouter()
 	k.router.RawCeiling = k.cfg.RawCeiling
 	k.router.SetOrder(opts.Order)
@@ -283,6 +284,7 @@ func (k *Kernel) Serve(ctx context.Context) error {
 	if k.opts.IdleExit > 0 {
 		go k.idleWatch()
 	}
+	var wait time.Duration
 	for {
 		c, err := l.Accept()
 		if err != nil {
@@ -295,14 +297,15 @@ func (k *Kernel) Serve(ctx context.Context) error {
 				return nil
 			default:
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				continue
+			if errors.Is(err, net.ErrClosed) {
+				k.Stop()
+				k.wg.Wait()
+				return fmt.Errorf("accept: %w", err)
 			}
-			k.Stop()
-			k.wg.Wait()
-			return fmt.Errorf("accept: %w", err)
+			wait = k.acceptFailed(err, wait)
+			continue
 		}
+		wait = 0
 		k.serveConn(c)
 	}
 }
@@ -402,6 +405,10 @@ func (k *Kernel) idle() bool {
 var inlineMethods = map[string]bool{
 	"events.read": true, "events.unsubscribe": true,
 	"resources.templates": true, "kernel.status": true, "plugin.list": true,
+	// Not cheap (it may create the session), but served on the reader
+	// on purpose: the frame limit it lifts holds from the very next
+	// frame, and nothing else is read meanwhile.
+	"session.attach": true,
 }
 
 // conn is one client connection.
@@ -411,23 +418,33 @@ type conn struct {
 	mu     sync.Mutex
 	caller *core.Caller
 	subs   map[string]*bus.Subscription
+	// uid is the peer's user id, counted against its cap when counted.
+	uid     uint32
+	counted bool
 }
 
 func (k *Kernel) serveConn(nc net.Conn) {
 	c := &conn{id: k.nextConn.Add(1), subs: map[string]*bus.Subscription{}}
-	c.rc = rpc.NewConn(nc, rpc.ConnOptions{
-		Handler: func(ctx context.Context, method string, params json.RawMessage) (any, error) {
-			return k.dispatch(ctx, c, method, params)
-		},
-		Inline: func(method string) bool { return inlineMethods[method] },
-	})
+	if !k.admit(c, nc) {
+		k.refuse(nc)
+		return
+	}
+	opts := k.connOptions()
+	opts.Handler = func(ctx context.Context, method string, params json.RawMessage) (any, error) {
+		return k.dispatch(ctx, c, method, params)
+	}
+	opts.Inline = func(method string) bool { return inlineMethods[method] }
+	c.rc = rpc.NewConn(nc, opts)
 	k.mu.Lock()
 	k.conns[c.id] = c
 	k.mu.Unlock()
+	deadline := k.attachDeadline(c)
 	k.wg.Add(1)
 	go func() {
 		defer k.wg.Done()
+		defer k.release(c)
 		_ = c.rc.Run()
+		deadline.Stop()
 		c.mu.Lock()
 		for _, s := range c.subs {
 			s.Close()
@@ -563,6 +580,7 @@ func (k *Kernel) attach(c *conn, raw json.RawMessage) (any, error) {
 	s.attached++
 	workspace := s.workspace
 	k.mu.Unlock()
+	k.attached(c)
 	return map[string]any{
 		"session":   caller.Session,
 		"principal": caller.Principal,
