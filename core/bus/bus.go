@@ -39,7 +39,19 @@ type Options struct {
 	// waiting before the oldest are dropped (default 256). It is kept
 	// below RingSize, so waiting events are always still in the ring.
 	QueueSize int
+	// RingBytes bounds the payload bytes each channel's ring keeps; the
+	// oldest events leave first (default DefaultRingBytes).
+	RingBytes int
+	// MaxPayload bounds a client's payload (PublishClient), refused
+	// beyond with TOO_LARGE (default DefaultMaxPayload).
+	MaxPayload int
 }
+
+// Defaults of the byte bounds.
+const (
+	DefaultRingBytes  = 16 << 20
+	DefaultMaxPayload = 1 << 20
+)
 
 // Bus is the kernel's event bus: channels created on first use, each with
 // its own seq counter and ring, durable channels backed by a store, and
@@ -50,6 +62,8 @@ type Bus struct {
 	now   func() int64
 	ring  int
 	queue uint64
+	// ringBytes and maxPayload: Options.RingBytes and MaxPayload.
+	ringBytes, maxPayload int
 
 	channels sync.Map // name → *channel
 	policy   atomic.Pointer[userPolicy]
@@ -76,6 +90,13 @@ func New(opts Options) *Bus {
 	}
 	if b.ring <= 0 {
 		b.ring = DefaultRingSize
+	}
+	b.ringBytes, b.maxPayload = opts.RingBytes, opts.MaxPayload
+	if b.ringBytes <= 0 {
+		b.ringBytes = DefaultRingBytes
+	}
+	if b.maxPayload <= 0 {
+		b.maxPayload = DefaultMaxPayload
 	}
 	q := opts.QueueSize
 	if q <= 0 {
@@ -129,7 +150,7 @@ func (b *Bus) channel(name string) (*channel, error) {
 	if b.isShared(name) {
 		return b.attachShared(name)
 	}
-	c, _ := b.channels.LoadOrStore(name, newChannel(name, 0, nil, b.ring))
+	c, _ := b.channels.LoadOrStore(name, newChannel(name, 0, nil, b.ring, b.ringBytes))
 	return c.(*channel), nil
 }
 
@@ -149,7 +170,7 @@ func (b *Bus) attachShared(name string) (*channel, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := newChannel(name, next, b.shared, b.ring)
+	c := newChannel(name, next, b.shared, b.ring, b.ringBytes)
 	c.shared = true
 	if got, loaded := b.channels.LoadOrStore(name, c); loaded {
 		return got.(*channel), nil
@@ -216,6 +237,10 @@ func (b *Bus) PublishClient(channel string, payload json.RawMessage) (Event, err
 	if err := CheckClientChannel(channel); err != nil {
 		return Event{}, err
 	}
+	if len(payload) > b.maxPayload {
+		return Event{}, rpc.Errorf(rpc.TooLarge, "payload is %d bytes; events carry at most %d (limits.event_payload): put large data in a blob (blob.put) and publish its ref",
+			len(payload), b.maxPayload)
+	}
 	payload, err := checkPayload(payload)
 	if err != nil {
 		return Event{}, err
@@ -280,7 +305,7 @@ func (b *Bus) AttachDurable(channel string, store DurableStore) error {
 	if err != nil {
 		return fmt.Errorf("attach durable channel %s: next seq: %w", channel, err)
 	}
-	if _, loaded := b.channels.LoadOrStore(channel, newChannel(channel, next, store, b.ring)); loaded {
+	if _, loaded := b.channels.LoadOrStore(channel, newChannel(channel, next, store, b.ring, b.ringBytes)); loaded {
 		return fmt.Errorf("attach durable channel %s: the channel is already in use; attach durable channels at start, before any publish or subscribe", channel)
 	}
 	return nil

@@ -24,6 +24,11 @@ type channel struct {
 	// channel's next seq at attach, moved up only when a shared channel's
 	// store skipped seqs it no longer has (see Bus.Deliver).
 	base atomic.Uint64
+	// budget bounds the payload bytes the ring holds (0: no bound); low
+	// is the oldest seq the byte budget still keeps (the ring may hold
+	// fewer by count).
+	budget int
+	low    atomic.Uint64
 
 	next atomic.Uint64        // seq the next event gets
 	ring atomic.Pointer[ring] // replaced only while growing, before any slot is reused
@@ -31,6 +36,7 @@ type channel struct {
 	mu    sync.Mutex // serialises appends; guards the fields below
 	subs  int        // live subscriptions, for Channels
 	chunk []Event    // events are carved from here, one allocation per chunk
+	bytes int        // payload bytes of the events the ring holds
 
 	// Parking, on its own cache line: writers touch it while publishers
 	// write next and mu. A writer with nothing to do loads notify, raises
@@ -54,10 +60,11 @@ type ring struct {
 // small.
 const initialRing = 16
 
-func newChannel(name string, base uint64, store DurableStore, limit int) *channel {
-	c := &channel{name: name, store: store, limit: uint64(limit)}
+func newChannel(name string, base uint64, store DurableStore, limit, budget int) *channel {
+	c := &channel{name: name, store: store, limit: uint64(limit), budget: budget}
 	c.base.Store(base)
 	c.next.Store(base)
+	c.low.Store(base)
 	wake := make(chan struct{})
 	c.notify.Store(&wake)
 	c.ring.Store(&ring{slots: make([]atomic.Pointer[Event], min(initialRing, limit))})
@@ -69,6 +76,11 @@ func newChannel(name string, base uint64, store DurableStore, limit int) *channe
 // safe; it only keeps up to maxChunk-1 expired events (and their
 // payloads) alive until the rest of their chunk expires too.
 const maxChunk = 64
+
+// chunkPayload is the largest payload whose event is carved from a chunk;
+// a larger one gets an allocation of its own, so the byte budget's
+// evictions release it instead of its chunk keeping it alive.
+const chunkPayload = 1 << 10
 
 // appendLocked appends the event with the channel's next seq, advances
 // next and wakes parked writers. The caller holds c.mu.
@@ -87,20 +99,51 @@ func (c *channel) appendLocked(ts int64, payload json.RawMessage) *Event {
 		c.ring.Store(grown)
 		r, size = grown, gsize
 	}
-	if len(c.chunk) == 0 {
-		// Chunks follow the ring's size, so a channel with a handful of
-		// events does not hold a large one.
-		c.chunk = make([]Event, min(size, maxChunk))
+	if old := r.slots[seq%size].Load(); old != nil && old.Seq < seq {
+		c.bytes -= len(old.Payload) // the slot is reused: its event leaves the ring
 	}
-	ev := &c.chunk[0]
-	c.chunk = c.chunk[1:]
+	var ev *Event
+	if len(payload) > chunkPayload {
+		ev = new(Event)
+	} else {
+		if len(c.chunk) == 0 {
+			// Chunks follow the ring's size, so a channel with a handful of
+			// events does not hold a large one.
+			c.chunk = make([]Event, min(size, maxChunk))
+		}
+		ev = &c.chunk[0]
+		c.chunk = c.chunk[1:]
+	}
 	*ev = Event{Channel: c.name, Seq: seq, TS: ts, Payload: payload}
 	r.slots[seq%size].Store(ev)
+	c.bytes += len(payload)
+	if c.budget > 0 && c.bytes > c.budget {
+		c.evictLocked(r, seq)
+	}
 	c.next.Store(seq + 1)
 	if c.parked.Load() {
 		c.wakeLocked()
 	}
 	return ev
+}
+
+// evictLocked drops the oldest events until the ring's payload bytes fit
+// its budget again, keeping at least the newest event (seq). Readers see
+// an evicted slot as one reused: a read reports the higher oldest seq, a
+// subscriber that falls behind it gets its drop marker. The caller holds
+// c.mu.
+func (c *channel) evictLocked(r *ring, seq uint64) {
+	size := uint64(len(r.slots))
+	lo := max(c.low.Load(), seq+1-min(seq+1-c.base.Load(), size))
+	for c.bytes > c.budget && lo < seq {
+		slot := &r.slots[lo%size]
+		if ev := slot.Load(); ev != nil && ev.Seq == lo {
+			c.bytes -= len(ev.Payload)
+			slot.Store(nil)
+		}
+		lo++
+	}
+	c.low.Store(lo)
 }
 
 // wakeLocked wakes every parked writer. The caller holds c.mu.
@@ -120,7 +163,7 @@ func (c *channel) oldest(n uint64) uint64 {
 	if base >= n {
 		return n // also when a reader's n predates a skip that moved base
 	}
-	return n - min(n-base, c.limit)
+	return min(max(n-min(n-base, c.limit), c.low.Load()), n)
 }
 
 // load appends to dst the events [from, to) still in the ring, newest
