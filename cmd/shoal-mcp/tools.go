@@ -88,7 +88,7 @@ func (f *Facade) toolDefs() []toolDef {
 	return []toolDef{
 		{
 			name: "shoal_exec",
-			description: `Run shell source (bash syntax) in the persistent Shoal session. The working directory, environment, variables and functions carry over between calls. Returns a short preview and a ref (out:N) that keeps the complete value: to see more of a big result, call shoal_get on the ref with path/slice rather than running the command again.
+			description: `Run shell source (bash syntax) in the persistent Shoal session. The working directory, environment, variables and functions carry over between calls. Returns a short preview and a ref (out:N) that keeps the complete value: to see more of a big result, never run the command again; call shoal_get on the ref with grep (search), path/slice (slice "-20.." is the tail), or feed the stored output to new commands with the out builtin: "out 17 | grep -n FAIL | head", "out 17 .stderr | tail -3".
 
 A command that exits non-zero is a normal result with ok:false and its exit status. Past timeout_ms (default 45000) the call returns with task:N while the run continues: shoal_wait {"target":"task:N"} waits for it, then shoal_get {"target":"out:N"} reads the value. background:true returns the task at once.
 

@@ -141,6 +141,7 @@ func (p *Provider) session(name string) (*sess, error) {
 		Dir:       wd,
 		Emit:      p.emit,
 		NextEvent: p.nextEvent,
+		Values:    func(_ context.Context, ref string) (value.Value, error) { return p.storedValue(name, ref) },
 	})
 	if err != nil {
 		return nil, fmt.Errorf("start evaluator: %w", err)
@@ -171,6 +172,38 @@ func (p *Provider) emit(_ context.Context, channel string, payload json.RawMessa
 		return 0, err
 	}
 	return ev.Seq, nil
+}
+
+// storedValue resolves a ref for the out builtin: out:N, N and
+// shoal://out/N of the session, or val:blake3:<hex> (also blake3:<hex>,
+// shoal://val/<hex>) from the content store.
+func (p *Provider) storedValue(session, ref string) (value.Value, error) {
+	hash, isVal := strings.CutPrefix(ref, "val:")
+	if !isVal {
+		hash, isVal = strings.CutPrefix(ref, "shoal://val/")
+	}
+	if !isVal {
+		n, err := out.ParseRef(ref)
+		if err != nil {
+			return nil, rpc.Errorf(rpc.BadURI, "%q is not a ref: use out:N, N or val:blake3:<hex>", ref)
+		}
+		v, _, err := p.trans.Get(session, n)
+		return v, err
+	}
+	hash = strings.TrimPrefix(hash, "blake3:")
+	blobs, err := core.Lookup[core.Blobs](p.host, core.ServiceBlobs)
+	if err != nil {
+		return nil, rpc.Errorf(rpc.NotFound, "this kernel has no content store; %s cannot be read", ref)
+	}
+	data, err := blobs.Get(hash)
+	if err != nil {
+		return nil, err
+	}
+	v, err := value.Unmarshal(data)
+	if err != nil {
+		return nil, rpc.Errorf(rpc.Corrupt, "%s does not decode as a value: %v", ref, err)
+	}
+	return v, nil
 }
 
 // nextEvent is the wire→language bridge: a script waits for the next

@@ -38,6 +38,7 @@ func init() {
 		"jq":   builtinJq,
 		"emit": builtinEmit,
 		"recv": builtinRecv,
+		"out":  builtinOut,
 	}
 }
 

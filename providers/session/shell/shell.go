@@ -46,6 +46,9 @@ type Options struct {
 	// NextEvent carries wire events to the recv builtin; nil makes recv
 	// fail likewise.
 	NextEvent NextEventFunc
+	// Values resolves the refs the out builtin reads (out:N, val:blake3:…);
+	// nil makes out fail with a message saying so.
+	Values ValueFunc
 	// MaxCapture is the number of bytes of stdout and of stderr kept per
 	// run (the first and last halves); default [DefaultMaxCapture].
 	MaxCapture int
