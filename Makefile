@@ -10,7 +10,8 @@ PLUGINS := $(patsubst %/plugin.toml,%,$(wildcard examples/*/plugin.toml))
 all: build
 
 build:
-	$(GO) build -o $(BIN)/shoal ./cmd/shoal
+	CGO_ENABLED=0 $(GO) build -o $(BIN)/shoal ./cmd/shoal
+	$(GO) build -o $(BIN)/shoal-kernel ./cmd/shoal-kernel
 	$(GO) build -o $(BIN)/shoal-mcp ./cmd/shoal-mcp
 
 # What CI runs: vet, the example plugins, and the race-enabled test suite

@@ -1,5 +1,5 @@
-// Command shoal runs the Shoal kernel (`shoal kernel`) and is its command
-// line client (exec, get, events tail, publish, journal, plan, plugin list,
+// Command shoal runs the Shoal kernel (`shoal kernel`, which hands over to
+// the shoal-kernel binary) and is its command line client (exec, get, events tail, publish, journal, plan, plugin list,
 // status). Human output by default, --json for machines.
 //
 // Exit codes: 0 success; the command's own status for `shoal exec`;
@@ -14,18 +14,18 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
+	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
 
-	"github.com/shoal-sh/shoal/core/kernel"
 	"github.com/shoal-sh/shoal/core/rpc"
-	"github.com/shoal-sh/shoal/internal/boot"
+	"github.com/shoal-sh/shoal/core/statedir"
 	"github.com/shoal-sh/shoal/sdk/client"
 )
 
@@ -107,40 +107,35 @@ func usageErr(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", errUsage, fmt.Sprintf(format, args...))
 }
 
-type multi []string
-
-func (m *multi) String() string     { return strings.Join(*m, ",") }
-func (m *multi) Set(s string) error { *m = append(*m, s); return nil }
-
+// runKernel hands the process over to the shoal-kernel binary (same pid,
+// same signals): the client path of this binary, started once per
+// command, stays small and links none of the kernel.
 func runKernel(args []string, stderr io.Writer) error {
-	fs := flag.NewFlagSet("kernel", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	stateDir := fs.String("state-dir", kernel.DefaultStateDir(), "state directory")
-	socket := fs.String("socket", "", "socket path (default STATE_DIR/kernel.sock)")
-	config := fs.String("config", "", "config file (default STATE_DIR/config.toml)")
-	idle := fs.Duration("idle-exit", 0, "exit after this long with no connection, task or PTY (0: never)")
-	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
-	var pluginDirs multi
-	fs.Var(&pluginDirs, "plugin-dir", "plugin folder, or folder of plugin folders (repeatable)")
-	if err := fs.Parse(args); err != nil {
-		return usageErr("%v", err)
-	}
-	if fs.NArg() > 0 {
-		return usageErr("kernel takes no arguments, got %q", fs.Args())
-	}
-	var lvl slog.Level
-	if err := lvl.UnmarshalText([]byte(*logLevel)); err != nil {
-		return usageErr("--log-level: %v", err)
-	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl}))
-	k, err := boot.NewKernel(kernel.Options{StateDir: *stateDir, Socket: *socket, ConfigPath: *config,
-		PluginDirs: pluginDirs, IdleExit: *idle, Log: log})
+	bin, err := kernelBinary()
 	if err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
-	defer stop()
-	return k.Serve(ctx)
+	argv := append([]string{bin}, args...)
+	if err := syscall.Exec(bin, argv, os.Environ()); err != nil {
+		return fmt.Errorf("start %s: %w", bin, err)
+	}
+	return nil // not reached
+}
+
+// kernelBinary finds shoal-kernel beside this binary (both are built into
+// the same folder), else on PATH.
+func kernelBinary() (string, error) {
+	const name = "shoal-kernel"
+	if self, err := os.Executable(); err == nil {
+		p := filepath.Join(filepath.Dir(self), name)
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	if p, err := exec.LookPath(name); err == nil {
+		return p, nil
+	}
+	return "", fmt.Errorf("%s is neither beside this binary nor on PATH; 'make build' puts both in bin/ (or: go build -o DIR/%s ./cmd/%s)", name, name, name)
 }
 
 type clientFlags struct {
@@ -157,7 +152,7 @@ func newClientFlags(name string, stderr io.Writer) *clientFlags {
 	fs.SetOutput(stderr)
 	return &clientFlags{
 		fs:        fs,
-		stateDir:  fs.String("state-dir", kernel.DefaultStateDir(), "state directory"),
+		stateDir:  fs.String("state-dir", statedir.Default(), "state directory"),
 		socket:    fs.String("socket", "", "kernel socket"),
 		session:   fs.String("session", "main", "session"),
 		principal: fs.String("principal", "human:cli", "principal"),

@@ -12,11 +12,15 @@ import (
 	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/shoal-sh/shoal/internal/boot"
 )
 
 func TestMain(m *testing.M) {
 	testscript.Main(m, map[string]func(){
 		"shoal": func() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) },
+		// What `shoal kernel` hands over to (cmd/shoal-kernel).
+		"shoal-kernel": func() { os.Exit(boot.Main(os.Args[1:], os.Stderr)) },
 	})
 }
 

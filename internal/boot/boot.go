@@ -1,7 +1,8 @@
 // Package boot assembles a kernel from the built-in providers and the
-// WebAssembly plugin host. Both binaries (shoal and shoal-mcp) start
-// kernels through it, so a background kernel started by the facade is the
-// same kernel `shoal kernel` runs.
+// WebAssembly plugin host. Both kernel binaries (shoal-kernel, which
+// `shoal kernel` hands over to, and shoal-mcp) start kernels through it,
+// so a background kernel started by the facade is the same kernel `shoal
+// kernel` runs.
 package boot
 
 import (
