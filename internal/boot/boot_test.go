@@ -102,8 +102,8 @@ func TestExecTranscriptAndViews(t *testing.T) {
 	if err := c.Call(context.Background(), "resources.templates", nil, &tpl); err != nil {
 		t.Fatal(err)
 	}
-	wantT := []string{"shoal://out/{n}{?path,slice,format}", "shoal://val/{hash}{?path,slice,format}", "shoal://task/{id}",
-		"shoal://task/{id}/out{?path,slice,format}", "shoal://plan/{ref}", "shoal://pty/{id}", "shoal://session/{view}",
+	wantT := []string{"shoal://out/{n}{?path,slice,grep,context,format}", "shoal://val/{hash}{?path,slice,grep,context,format}", "shoal://task/{id}",
+		"shoal://task/{id}/out{?path,slice,grep,context,format}", "shoal://plan/{ref}", "shoal://pty/{id}", "shoal://session/{view}",
 		"shoal://journal{?principal,ok,head,since,until,effects,limit}", "shoal://events/{channel}{?since,limit}"}
 	if len(tpl.ResourceTemplates) != len(wantT) {
 		t.Fatalf("templates %v", tpl.ResourceTemplates)
