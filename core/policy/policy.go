@@ -24,8 +24,9 @@ type Policy struct {
 	// Origin says where the rules came from, for messages: a file path,
 	// or "built-in default".
 	Origin string
-	rules  []*rule
-	grants []grant
+	rules   []*rule
+	grants  []grant
+	sandbox Sandbox
 }
 
 type grant struct {
@@ -58,6 +59,7 @@ type fileDoc struct {
 	Defaults *bool               `toml:"defaults"`
 	Grants   map[string][]string `toml:"grants"`
 	Rules    []ruleDoc           `toml:"rule"`
+	Sandbox  sandboxDoc          `toml:"sandbox"`
 }
 
 type ruleDoc struct {
@@ -80,6 +82,10 @@ func init() {
 	}
 	builtin = p
 }
+
+// Sandbox returns the policy's [sandbox] section (the default one when the
+// file has none).
+func (p *Policy) Sandbox() *Sandbox { return &p.sandbox }
 
 // Default returns the built-in policy.
 func Default() *Policy { return builtin }
@@ -115,9 +121,12 @@ func parse(text, origin string, withDefaults bool) (*Policy, error) {
 	if und := md.Undecoded(); len(und) > 0 {
 		k := und[0]
 		line := keyLine(text, k)
-		return nil, fmt.Errorf("policy %s: line %d: unknown key %q (known: defaults, [grants], [[rule]] with name, principal, effect, target, head, sub, flags, verdict)", origin, line, k.String())
+		return nil, fmt.Errorf("policy %s: line %d: unknown key %q (known: defaults, sandbox, [sandbox], [grants], [[rule]] with name, principal, effect, target, head, sub, flags, verdict)", origin, line, k.String())
 	}
-	p := &Policy{Origin: origin}
+	p := &Policy{Origin: origin, sandbox: DefaultSandbox()}
+	if doc.Sandbox.set {
+		p.sandbox = doc.Sandbox.sb
+	}
 	for i := range doc.Rules {
 		r, err := compileRule(&doc.Rules[i], i, origin)
 		if err != nil {
