@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -32,6 +33,9 @@ type Facade struct {
 
 	mu       sync.Mutex
 	sessions map[*session]struct{}
+	// subscriptions counts the kernel connections of every session's
+	// subscriptions (at most maxSubscriptions).
+	subscriptions atomic.Int64
 }
 
 func newFacade(d dialer, log *slog.Logger) *Facade {

@@ -99,6 +99,8 @@ type httpTransport struct {
 
 type httpSession struct {
 	*session
+	// flow bounds the session's requests served at once; more wait.
+	flow      *flow
 	mu        sync.Mutex
 	streaming bool
 	lastSeen  time.Time
@@ -285,7 +287,7 @@ func (t *httpTransport) post(w http.ResponseWriter, r *http.Request) {
 	}
 
 	if isInit {
-		s := &httpSession{session: t.f.newSession(), lastSeen: time.Now()}
+		s := &httpSession{session: t.f.newSession(), flow: newFlow(), lastSeen: time.Now()}
 		resp := t.f.handle(r.Context(), s.session, body)
 		var m struct {
 			Error json.RawMessage `json:"error"`
@@ -318,6 +320,11 @@ func (t *httpTransport) post(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	stop := context.AfterFunc(s.ctx, cancel)
 	defer stop()
+	if err := s.flow.admit(ctx); err != nil {
+		http.Error(w, "Service Unavailable: the session ended or the request was cancelled", http.StatusServiceUnavailable)
+		return
+	}
+	defer s.flow.done()
 	resp := t.f.handle(ctx, s.session, body)
 	if !requests || resp == nil {
 		w.WriteHeader(http.StatusAccepted)

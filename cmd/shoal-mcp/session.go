@@ -288,6 +288,15 @@ func (s *session) subscribe(ctx context.Context, uri string) error {
 	if closed {
 		return context.Canceled
 	}
+	s.mu.Lock()
+	n := len(s.subs)
+	s.mu.Unlock()
+	if n >= maxSessionSubscriptions {
+		return errTooManySubscriptions("this session", maxSessionSubscriptions)
+	}
+	if !s.f.subscriptionSlot() {
+		return errTooManySubscriptions("the facade", maxSubscriptions)
+	}
 	ctx, cancelDial := context.WithTimeout(ctx, subscribeTimeout)
 	defer cancelDial()
 
@@ -304,11 +313,13 @@ func (s *session) subscribe(ctx context.Context, uri string) error {
 	conn, err := s.f.dial(ctx, onEvent)
 	if err != nil {
 		cancel()
+		s.f.releaseSubscription()
 		return err
 	}
 	if _, err := conn.SubscribeURI(ctx, uri); err != nil {
 		cancel()
 		conn.Close()
+		s.f.releaseSubscription()
 		return err
 	}
 	fw := &forwarder{uri: uri, conn: conn, cancel: cancel, done: make(chan struct{})}
@@ -326,6 +337,7 @@ func (s *session) subscribe(ctx context.Context, uri string) error {
 // stopped), the subscription is dropped so a new subscribe can redial.
 func (s *session) forward(ctx context.Context, fw *forwarder, events <-chan client.Event) {
 	defer close(fw.done)
+	defer s.f.releaseSubscription()
 	for {
 		select {
 		case ev := <-events:

@@ -11,7 +11,8 @@ import (
 	"time"
 )
 
-// maxMessage bounds one incoming MCP message.
+// maxMessage bounds one incoming MCP message; a longer one is answered
+// with an error and skipped (see readLine).
 const maxMessage = 16 << 20
 
 // lineWriter writes newline-delimited JSON messages, one at a time.
@@ -78,16 +79,32 @@ func serveStdio(ctx context.Context, f *Facade, stdin io.Reader, stdout io.Write
 
 	lines := make(chan []byte)
 	readErr := make(chan error, 1)
+	fl := newFlow()
 	go func() {
 		r := bufio.NewReaderSize(stdin, 64<<10)
 		for {
-			line, err := readLine(r)
+			// Backpressure: the next message is read only when the
+			// session has room for its answer.
+			if fl.admit(s.ctx) != nil {
+				return
+			}
+			line, big, err := readLine(r)
+			if big != nil {
+				f.log.Warn("skipped an oversize message", "bytes", big.size)
+				line = nil
+				if out.write(big.response()) != nil {
+					s.cancel()
+				}
+			}
 			if len(bytes.TrimSpace(line)) > 0 {
 				select {
 				case lines <- line:
 				case <-s.Done():
+					fl.done()
 					return
 				}
+			} else {
+				fl.done()
 			}
 			if err != nil {
 				readErr <- err
@@ -100,7 +117,10 @@ func serveStdio(ctx context.Context, f *Facade, stdin io.Reader, stdout io.Write
 		select {
 		case line := <-lines:
 			wg.Go(func() {
+				defer fl.done()
 				if resp := f.handle(s.ctx, s, line); resp != nil {
+					release := fl.hold(len(resp))
+					defer release()
 					if out.write(resp) != nil {
 						s.cancel()
 					}
@@ -132,22 +152,5 @@ func serveStdio(ctx context.Context, f *Facade, stdin io.Reader, stdout io.Write
 			<-writerDone
 			return fmt.Errorf("write stdout: %w", out.err)
 		}
-	}
-}
-
-// readLine reads one line of at most maxMessage bytes (without the
-// newline). A longer line is an error: the stream cannot be resynced.
-func readLine(r *bufio.Reader) ([]byte, error) {
-	var line []byte
-	for {
-		chunk, err := r.ReadSlice('\n')
-		line = append(line, chunk...)
-		if len(line) > maxMessage {
-			return nil, fmt.Errorf("a message is longer than %d bytes", maxMessage)
-		}
-		if errors.Is(err, bufio.ErrBufferFull) {
-			continue
-		}
-		return bytes.TrimRight(line, "\r\n"), err
 	}
 }
