@@ -61,19 +61,20 @@ func (c *call) failf(status uint8, format string, args ...any) error {
 
 func (c *call) abs(p string) string { return absIn(c.hc.Dir, p) }
 
-// deliver hands the builtin's value on. On the run's own stdout it becomes
-// the candidate value of the run; anywhere else (a pipe, a command
-// substitution, a redirection) it is written as plain JSON, one line. write
-// overrides that text form (jq -r); such output is never handed off typed.
+// deliver hands on the value of a Shoal-only builtin (open, from, emit,
+// recv). On the run's own stdout it becomes the candidate value of the
+// run; anywhere else (a pipe, a command substitution, a redirection) it is
+// written as its text, see [valueText]. write overrides that text form;
+// such output is never handed off typed.
 func (c *call) deliver(v value.Value, write func(io.Writer) error) error {
 	plain := write == nil
 	if plain {
 		write = func(w io.Writer) error {
-			_, err := w.Write(plainLine(v))
+			_, err := w.Write(valueText(v))
 			return err
 		}
 	}
-	if c.hc.Stdout == io.Writer(c.ru.stdout) {
+	if c.valueWanted() {
 		offset := c.hc.Pos.Offset()
 		c.ru.setPending(&pendingValue{v: v, write: write, offset: offset, siblingsFrom: c.ru.pipelineStart(offset)})
 		return nil
@@ -82,12 +83,38 @@ func (c *call) deliver(v value.Value, write func(io.Writer) error) error {
 		_ = write(c.hc.Stdout) // a reader that went away (| head) is not an error
 		return nil
 	}
-	data := plainLine(v)
-	if f, ok := c.hc.Stdout.(*os.File); ok {
+	return c.deliverText(v, valueText(v), true)
+}
+
+// deliverText is how a builtin named like a standard command (ls, jq)
+// hands on its output: data, the bytes that command prints, always goes
+// to stdout. On the run's own stdout v (when not nil) also becomes the
+// candidate value of the run; into a pipe it is offered to a builtin
+// reading the other end (handoff) when that builtin reads exactly data.
+func (c *call) deliverText(v value.Value, data []byte, handoff bool) error {
+	if c.valueWanted() {
+		_, _ = c.ru.stdout.Write(data)
+		if v != nil {
+			c.setValue(v)
+		}
+		return nil
+	}
+	if f, ok := c.hc.Stdout.(*os.File); ok && v != nil && handoff {
 		c.e.offerHandoff(c.ru, f, v, data)
 	}
-	_, _ = c.hc.Stdout.Write(data)
+	_, _ = c.hc.Stdout.Write(data) // a reader that went away (| head) is not an error
 	return nil
+}
+
+// valueWanted reports whether the builtin writes to the run's own stdout,
+// where its value may become the run's value.
+func (c *call) valueWanted() bool { return c.hc.Stdout == io.Writer(c.ru.stdout) }
+
+// setValue makes v the candidate value of the run, its bytes already
+// written.
+func (c *call) setValue(v value.Value) {
+	offset := c.hc.Pos.Offset()
+	c.ru.setPending(&pendingValue{v: v, write: func(io.Writer) error { return nil }, offset: offset, siblingsFrom: c.ru.pipelineStart(offset)})
 }
 
 // readStdin reads the builtin's standard input to the end. ok is false when
@@ -138,108 +165,6 @@ func (c *call) stdinValues() (vs []value.Value, ok bool, err error) {
 	}
 	vs, err = valuesOf(docs)
 	return vs, true, err
-}
-
-// ----- ls -----
-
-var lsCols = []string{"name", "type", "size", "mode", "modified"}
-
-// builtinLs lists directories and files as a table. Flags other than -a,
-// -A and -l (which the table already covers) hand the command to the ls
-// program.
-func builtinLs(c *call) error {
-	all := false
-	var paths []string
-	args := c.args[1:]
-	for i, a := range args {
-		if a == "--" {
-			paths = append(paths, args[i+1:]...)
-			break
-		}
-		if len(a) > 1 && a[0] == '-' {
-			if strings.Trim(a[1:], "aAl") != "" {
-				return c.next(c.ctx, c.args)
-			}
-			all = all || strings.ContainsAny(a, "aA")
-			continue
-		}
-		paths = append(paths, a)
-	}
-	named := len(paths) > 0
-	if !named {
-		paths = []string{"."}
-	}
-	t := &value.Table{Cols: lsCols, Rows: [][]value.Value{}}
-	failed := false
-	for _, p := range paths {
-		abs := c.abs(p)
-		c.ru.effect(EffectFSRead, abs)
-		fi, err := os.Stat(abs)
-		if err != nil {
-			fmt.Fprintf(c.hc.Stderr, "ls: cannot access '%s': %v\n", p, unwrapPathError(err))
-			failed = true
-			continue
-		}
-		if !fi.IsDir() {
-			t.Rows = append(t.Rows, lsRow(p, fi))
-			continue
-		}
-		entries, err := os.ReadDir(abs)
-		if err != nil {
-			fmt.Fprintf(c.hc.Stderr, "ls: cannot open directory '%s': %v\n", p, unwrapPathError(err))
-			failed = true
-			continue
-		}
-		for _, de := range entries {
-			if !all && strings.HasPrefix(de.Name(), ".") {
-				continue
-			}
-			info, err := de.Info()
-			if err != nil {
-				continue // removed while listing
-			}
-			name := de.Name()
-			if named {
-				name = filepath.Join(p, name)
-			}
-			t.Rows = append(t.Rows, lsRow(name, info))
-		}
-	}
-	if err := c.deliver(t, nil); err != nil {
-		return err
-	}
-	if failed {
-		return interp.ExitStatus(2)
-	}
-	return nil
-}
-
-func lsRow(name string, fi fs.FileInfo) []value.Value {
-	return []value.Value{
-		value.Str(name),
-		value.Str(fileType(fi.Mode())),
-		value.Int(fi.Size()),
-		value.Str(fi.Mode().String()),
-		value.Str(fi.ModTime().UTC().Format(time.RFC3339)),
-	}
-}
-
-func fileType(m fs.FileMode) string {
-	switch {
-	case m.IsRegular():
-		return "file"
-	case m.IsDir():
-		return "dir"
-	case m&fs.ModeSymlink != 0:
-		return "symlink"
-	case m&fs.ModeNamedPipe != 0:
-		return "pipe"
-	case m&fs.ModeSocket != 0:
-		return "socket"
-	case m&fs.ModeDevice != 0:
-		return "device"
-	}
-	return "other"
 }
 
 // ----- open -----

@@ -17,9 +17,13 @@
 //
 // A run's value is the typed value of its last command when that command
 // is a Shoal builtin (ls, open, from, jq, emit, recv), and otherwise the
-// record {exit, stdout, stderr}. A builtin whose value does not end the run
-// writes it to its standard output as plain JSON, so builtins compose with
-// each other and with external programs through pipes.
+// record {exit, stdout, stderr}. Bytes come first: ls and jq always write
+// what the ls and jq programs print (the value is an addition when they
+// end the run), and a Shoal-only builtin whose value does not end the run
+// writes it to its standard output (text as is, other values as plain
+// JSON), so builtins compose with each other and with external programs
+// through pipes. The differential corpus in testdata/bash measures the
+// whole against GNU bash.
 //
 // # Processes
 //

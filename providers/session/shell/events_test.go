@@ -131,7 +131,7 @@ func TestRecv(t *testing.T) {
 	// remembers where the session stopped reading.
 	bus.publish("user.c", `3`)
 	bus.publish("user.c", `4`)
-	if res := runSrc(t, e, `recv user.c | jq .payload; recv user.c | jq .payload`); res.Stdout != "3\n" || !value.Equal(res.Value, value.Int(4)) {
+	if res := runSrc(t, e, `recv user.c | jq .payload; recv user.c | jq .payload`); res.Stdout != "3\n4\n" || !value.Equal(res.Value, value.Int(4)) {
 		t.Errorf("cursor: %q %q", res.Stdout, res.Stderr)
 	}
 

@@ -77,6 +77,18 @@ func appendPlain(dst []byte, v value.Value) []byte {
 	panic(fmt.Sprintf("shell: unknown value type %T", v))
 }
 
+// valueText is what a Shoal-only builtin writes for its value: a str or
+// bytes as they are, anything else as one line of plain JSON.
+func valueText(v value.Value) []byte {
+	switch x := v.(type) {
+	case value.Str:
+		return []byte(x)
+	case value.Bytes:
+		return []byte(x)
+	}
+	return plainLine(v)
+}
+
 // plainLine is v as one line of plain JSON.
 func plainLine(v value.Value) []byte {
 	return append(appendPlain(nil, v), '\n')
