@@ -31,10 +31,11 @@ import (
 	"time"
 
 	"github.com/shoal-sh/shoal/core/kernel"
+	"github.com/shoal-sh/shoal/core/version"
 )
 
 // Version is reported to MCP clients in serverInfo.
-const Version = "0.1.0"
+const Version = version.Version
 
 // kernelMode is the hidden first argument that turns this binary into a
 // background kernel. It is not meant to be typed: the facade uses it when

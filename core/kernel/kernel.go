@@ -27,11 +27,13 @@ import (
 	"github.com/shoal-sh/shoal/core/bus"
 	"github.com/shoal-sh/shoal/core/policy"
 	"github.com/shoal-sh/shoal/core/rpc"
+	"github.com/shoal-sh/shoal/core/statedir"
 	"github.com/shoal-sh/shoal/core/uri"
+	"github.com/shoal-sh/shoal/core/version"
 )
 
 // Version is the kernel version reported by session.attach and status.
-const Version = "0.1.0"
+const Version = version.Version
 
 // StaticChannels are the kernel's own channels, announced at attach.
 var StaticChannels = []string{"journal", "approval", "render", "session.transcript"}
@@ -161,10 +163,15 @@ func New(opts Options, providers ...core.Provider) (k *Kernel, err error) {
 	if k.cfg, err = core.LoadConfig(cfgPath); err != nil {
 		return nil, err
 	}
+	// idle_exit is checked even when the command line decides (a
+	// foreground kernel), so a bad value is refused by every kernel, not
+	// only by the background one that uses it.
+	idle, err := parseIdle(k.cfg.IdleExit)
+	if err != nil {
+		return nil, fmt.Errorf("config %s: idle_exit: %w", cfgPath, err)
+	}
 	if k.opts.IdleExit < 0 {
-		if k.opts.IdleExit, err = parseIdle(k.cfg.IdleExit); err != nil {
-			return nil, fmt.Errorf("config %s: idle_exit: %w", cfgPath, err)
-		}
+		k.opts.IdleExit = idle
 	}
 	if k.policy, err = policy.Load(filepath.Join(stateDir, PolicyName)); err != nil {
 		return nil, err
@@ -624,25 +631,8 @@ func (k *Kernel) Workspace(session string) string {
 	return ""
 }
 
-// CheckWorkspace says why dir cannot be a session's workspace, or nil. A
-// workspace is an existing absolute directory other than /: it is the
-// session's writable root, and / would open the whole machine to it.
-func CheckWorkspace(dir string) error {
-	if !filepath.IsAbs(dir) {
-		return fmt.Errorf("%q is not an absolute path", dir)
-	}
-	if filepath.Clean(dir) == "/" {
-		return errors.New(`"/" cannot be a workspace: a session's workspace is the directory it may write, and / would be the whole machine; start the host in a project directory or name one (shoal-mcp --workspace DIR)`)
-	}
-	fi, err := os.Stat(dir)
-	if err != nil {
-		return fmt.Errorf("%q: %w", dir, err)
-	}
-	if !fi.IsDir() {
-		return fmt.Errorf("%q is not a directory", dir)
-	}
-	return nil
-}
+// CheckWorkspace is [statedir.CheckWorkspace].
+var CheckWorkspace = statedir.CheckWorkspace
 
 // defaultWorkspace is the workspace of a session attached without one:
 // the kernel's directory, or the home directory when that is / (a kernel

@@ -280,11 +280,21 @@ func (e *entry) view() Record {
 	case r.Approval == Rejected:
 		r.Next = "rejected by " + r.RejectedBy + "; it cannot be applied: change the source and make a new plan"
 	case r.Approval == Pending:
-		r.Next = "waiting for approval by a principal with the Approve grant (e.g. `shoal plan approve " + ref + "`); then apply it with plan.apply {ref: \"" + ref + "\"} (MCP: shoal_apply)"
+		r.Next = "waiting for approval by a principal with the Approve grant (e.g. `" + ApproveCommand(r.Session, ref) + "`); then apply it with plan.apply {ref: \"" + ref + "\"} (MCP: shoal_apply)"
 	default:
 		r.Next = "apply it with plan.apply {ref: \"" + ref + "\"} (MCP: shoal_apply); it runs once"
 	}
 	return r
+}
+
+// ApproveCommand is the shoal command a person runs to approve ref of
+// session: it names the session unless it is the CLI's default (main),
+// so the line works as it is.
+func ApproveCommand(session, ref string) string {
+	if session == "" || session == "main" {
+		return "shoal plan approve " + ref
+	}
+	return "shoal plan approve --session " + session + " " + ref
 }
 
 // visible returns the plans c may see, newest first.

@@ -1,0 +1,169 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"regexp"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/shoal-sh/shoal/sdk/client"
+)
+
+// printJSON prints v indented, numbers exact and "&" as "&".
+func printJSON(w io.Writer, v any) error {
+	if raw, ok := v.(json.RawMessage); ok {
+		var buf bytes.Buffer
+		if err := json.Indent(&buf, raw, "", "  "); err != nil {
+			return err
+		}
+		buf.WriteByte('\n')
+		_, err := w.Write(buf.Bytes())
+		return err
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+// printPlan shows a plan record for a person.
+func printPlan(w io.Writer, raw json.RawMessage) error {
+	var p struct {
+		Ref        string   `json:"ref"`
+		Source     string   `json:"source"`
+		Principal  string   `json:"principal"`
+		Effects    []string `json:"effects"`
+		Reversible bool     `json:"reversible"`
+		Verdict    string   `json:"verdict"`
+		Approval   string   `json:"approval"`
+		Next       string   `json:"next"`
+		Session    string   `json:"session"`
+		Details    []struct {
+			Kind       string `json:"kind"`
+			Target     string `json:"target"`
+			Reversible bool   `json:"reversible"`
+			Reason     string `json:"reason"`
+		} `json:"effect_details"`
+		Estimates struct {
+			Files     int64 `json:"files"`
+			Bytes     int64 `json:"bytes"`
+			Truncated bool  `json:"truncated"`
+		} `json:"estimates"`
+	}
+	if err := json.Unmarshal(raw, &p); err != nil {
+		return printJSON(w, raw)
+	}
+	fmt.Fprintf(w, "%s  %s  verdict %s, approval %s\n", p.Ref, p.Principal, p.Verdict, p.Approval)
+	fmt.Fprintf(w, "  source: %s\n", strings.ReplaceAll(p.Source, "\n", "\n          "))
+	rev := "reversible"
+	if !p.Reversible {
+		rev = "NOT reversible"
+	}
+	fmt.Fprintf(w, "  effects: %s (%s)\n", strings.Join(p.Effects, ", "), rev)
+	for _, d := range p.Details {
+		r := ""
+		if !d.Reversible {
+			r = " [irreversible]"
+		}
+		fmt.Fprintf(w, "    %-13s %s%s\n", d.Kind, d.Target, r)
+	}
+	if p.Estimates.Files > 0 || p.Estimates.Bytes > 0 {
+		more := ""
+		if p.Estimates.Truncated {
+			more = " or more"
+		}
+		fmt.Fprintf(w, "  touches: %d files, %d bytes%s\n", p.Estimates.Files, p.Estimates.Bytes, more)
+	}
+	if p.Next != "" {
+		fmt.Fprintf(w, "  next: %s\n", cliHint(p.Next, p.Session))
+	}
+	return nil
+}
+
+func joinAny(v any) string {
+	xs, _ := v.([]any)
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = fmt.Sprint(x)
+	}
+	return strings.Join(s, ",")
+}
+
+func printExec(w io.Writer, r *client.ExecReply) {
+	if r.Task != "" {
+		fmt.Fprintf(w, "%s is running as %s (%s); its value will be %s\n", r.Ref, r.Task, r.TaskURI, r.URI)
+		return
+	}
+	if r.PreviewText != "" {
+		fmt.Fprintln(w, strings.TrimRight(r.PreviewText, "\n"))
+	}
+	status := "ok"
+	if r.Exit != nil && *r.Exit != 0 {
+		status = "exit " + strconv.Itoa(*r.Exit)
+	}
+	extra := ""
+	if r.ValRef != "" {
+		extra = " " + r.ValRef
+	}
+	fmt.Fprintf(w, "── %s %s%s\n", r.Ref, status, extra)
+}
+
+// printPlugins is the human form of plugin.list: one row per plugin, then
+// the reason of each failed load.
+func printPlugins(stdout io.Writer, plugins []map[string]any) error {
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tVERSION\tKIND\tSERVES\tHEALTH\tLOAD")
+	var failed []string
+	for _, p := range plugins {
+		serves := p["family"]
+		if serves == nil || serves == "" {
+			serves = joinAny(p["channels"])
+		}
+		load := "-"
+		if ms, ok := p["load_ms"].(float64); ok {
+			load = fmt.Sprintf("%.0fms", ms)
+		}
+		fmt.Fprintf(tw, "%v\t%v\t%v\t%v\t%v\t%s\n", p["name"], p["version"], p["kind"], serves, p["health"], load)
+		if e, ok := p["error"].(string); ok && e != "" {
+			failed = append(failed, fmt.Sprintf("%v: %s", p["name"], e))
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, f := range failed {
+		fmt.Fprintln(stdout, f)
+	}
+	return nil
+}
+
+// kernelCalls are the kernel calls (and their MCP tools) the kernel's
+// hints name, with the shoal command that does the same; %s is the
+// session flag when one is needed.
+var kernelCalls = []struct {
+	re  *regexp.Regexp
+	cmd string
+}{
+	{regexp.MustCompile(`plan\.apply \{ref: "([^"]+)"\}( \(MCP: shoal_apply\))?`), "`shoal plan apply%s $1`"},
+	{regexp.MustCompile(`plan\.create \{source\}( \(MCP: shoal_plan\))?`), "`shoal plan create%s SOURCE`"},
+	{regexp.MustCompile(`plan\.apply( \(MCP: shoal_apply\))?`), "`shoal plan apply%s REF`"},
+	{regexp.MustCompile(` ?\(MCP: shoal_[a-z_]+\)`), ""},
+}
+
+// cliHint rewrites a kernel message for a person at the command line: the
+// kernel calls it names become shoal commands (with --session when the
+// session is not main), and the MCP tool names go.
+func cliHint(msg, session string) string {
+	flag := ""
+	if session != "" && session != "main" {
+		flag = " --session " + session
+	}
+	for _, k := range kernelCalls {
+		msg = k.re.ReplaceAllString(msg, strings.ReplaceAll(k.cmd, "%s", flag))
+	}
+	return msg
+}

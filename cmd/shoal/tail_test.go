@@ -1,0 +1,114 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/shoal-sh/shoal/sdk/client"
+)
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// eventually polls cond; the bound is a safety net against a hang, not a
+// claim about speed.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(60 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("never: %s", what)
+		}
+	}
+}
+
+// TestTailReconnects: events tail outlives its kernel. When a new kernel
+// comes up it reconnects, and goes on after the last seq it printed.
+func TestTailReconnects(t *testing.T) {
+	dir, err := os.MkdirTemp("", "sht")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	execIn := func(src string) {
+		t.Helper()
+		c, err := client.Dial(context.Background(), client.Options{StateDir: dir, Principal: "human:t"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if _, err := c.Exec(context.Background(), src, client.ExecOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const first = `"head":"true"`
+	cmd, done := startKernelProc(t, dir)
+	execIn("true")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	var stdout, stderr lockedBuffer
+	code := make(chan int, 1)
+	go func() {
+		code <- runCtx(ctx, []string{"events", "tail", "journal", "--state-dir", dir, "--cursor", filepath.Join(dir, "cur")}, &stdout, &stderr)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-code
+	})
+	eventually(t, "the tail prints the first row", func() bool { return strings.Contains(stdout.String(), first) })
+
+	_ = syscall.Kill(cmd.Process.Pid, syscall.SIGTERM)
+	<-done
+	eventually(t, "the tail notices the kernel went", func() bool { return strings.Contains(stderr.String(), "reconnecting") })
+
+	startKernelProc(t, dir)
+	execIn("pwd")
+	eventually(t, "the tail prints the row of the new kernel", func() bool { return strings.Contains(stdout.String(), `"head":"pwd"`) })
+	if n := strings.Count(stdout.String(), first); n != 1 {
+		t.Errorf("the first row printed %d times; want once:\n%s", n, stdout.String())
+	}
+	if !strings.Contains(stderr.String(), "reconnected; resuming journal after seq") {
+		t.Errorf("stderr: %s", stderr.String())
+	}
+	cancel()
+	if c := <-code; c != 0 {
+		t.Errorf("interrupted tail exit %d; want 0", c)
+	}
+	code <- 0
+}
+
+func TestCLIHint(t *testing.T) {
+	for _, tc := range []struct{ msg, session, want string }{
+		{`this source needs a plan: the policy says ask (x). Call plan.create {source} (MCP: shoal_plan) to see every effect, have a principal with the Approve grant approve it, then run it with plan.apply (MCP: shoal_apply)`, "main",
+			"this source needs a plan: the policy says ask (x). Call `shoal plan create SOURCE` to see every effect, have a principal with the Approve grant approve it, then run it with `shoal plan apply REF`"},
+		{`waiting for approval (e.g. ` + "`shoal plan approve --session w plan:ab`" + `); then apply it with plan.apply {ref: "plan:ab"} (MCP: shoal_apply)`, "w",
+			"waiting for approval (e.g. `shoal plan approve --session w plan:ab`); then apply it with `shoal plan apply --session w plan:ab`"},
+	} {
+		if got := cliHint(tc.msg, tc.session); got != tc.want {
+			t.Errorf("cliHint(%q)\n got %q\nwant %q", tc.msg, got, tc.want)
+		}
+		if strings.Contains(cliHint(tc.msg, tc.session), "shoal_") {
+			t.Errorf("an MCP tool is left in %q", cliHint(tc.msg, tc.session))
+		}
+	}
+}
