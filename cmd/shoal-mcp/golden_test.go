@@ -271,6 +271,7 @@ func newGoldenNormaliser(stateDir, cwd string) *goldenNormaliser {
 		paths: [][]string{
 			// How long an execution ran (shoal_exec, shoal_apply).
 			{"result", "structuredContent", "duration_ns"},
+			{"result", "structuredContent", "ms"},
 			// When a plan was made, in ns: shoal_plan, a resources/read of
 			// shoal://plan/…, and shoal_get of plan:… (which wraps it).
 			{"result", "structuredContent", "created"},

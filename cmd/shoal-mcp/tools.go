@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -54,13 +55,18 @@ const (
     "uri": {"type": "string", "description": "shoal://out/N, the same entry as a resource"},
     "ok": {"type": ["boolean", "null"], "description": "true when the run succeeded; null while it runs as a task"},
     "exit": {"type": ["integer", "null"], "description": "exit status; null while it runs as a task"},
-    "state": {"type": "string", "enum": ["completed", "failed", "running"]},
-    "duration_ns": {"type": "integer"},
-    "effects": {"type": "array", "items": {"type": "string"}, "description": "what the run did: fs.read, fs.write, proc.spawn, net, …"},
-    "preview": {"description": "bounded typed-JSON preview of the value"},
-    "val_ref": {"type": "string", "description": "val:blake3:<hex> when the value lives in the content store"},
     "task": {"type": "string", "description": "task:N when the run continues in the background"},
-    "task_uri": {"type": "string"},
+    "task_uri": {"type": "string", "description": "shoal://task/N"},
+    "state": {"type": "string", "enum": ["running"], "description": "present while the run continues as a task"},
+    "ms": {"type": "number", "description": "how long it ran, in milliseconds"},
+    "effects": {"type": "array", "items": {"type": "string"}, "description": "what the run did: fs.read, fs.write, proc.spawn, net, …"},
+    "stdout": {"type": "string", "description": "a command's standard output (bounded; see cut)"},
+    "stderr": {"type": "string", "description": "a command's standard error (bounded; see cut)"},
+    "preview": {"type": "string", "description": "a builtin's value rendered as text (bounded; see cut)"},
+    "value": {"description": "the typed-JSON preview, only with typed: true"},
+    "cut": {"type": "array", "items": {"type": "string"}, "description": "what the result leaves out"},
+    "next": {"type": "string", "description": "the call that shows what was left out, or waits for a running task"},
+    "val_ref": {"type": "string", "description": "val:blake3:<hex> when the value lives in the content store"},
     "marks": {"type": "array", "items": {"type": "string"}}
   },
   "required": ["ref", "uri", "ok", "exit"]
@@ -98,7 +104,8 @@ Sources the policy marks ask or deny (recursive deletes, installs, sudo, …) ar
   "properties": {
     "source": {"type": "string", "description": "Shell source, e.g. \"ls -la\", \"go test ./... 2>&1 | tail -20\", \"open package.json | jq .scripts\"."},
     "timeout_ms": {"type": "integer", "minimum": 1, "description": "Milliseconds to wait before returning a task ref instead (the run is not killed). Default 45000."},
-    "background": {"type": "boolean", "description": "Start as a task and return immediately."}
+    "background": {"type": "boolean", "description": "Start as a task and return immediately."},
+    "typed": {"type": "boolean", "description": "Also return the typed-JSON preview of the value (for programs; models rarely need it)."}
   },
   "required": ["source"],
   "additionalProperties": false
@@ -120,6 +127,7 @@ Big values come back elided with a note saying what was cut. Drill down instead 
     "slice": {"type": "string", "pattern": "^-?[0-9]+\\.\\.(-?[0-9]+)?$", "description": "a..b, end exclusive, applied after path: 0..100, 100.. (to the end); a negative bound counts from the end: -20.. is the last twenty. With grep it pages the matches."},
     "grep": {"type": "string", "description": "Regular expression (RE2) searched server-side in the value path reached: a string or bytes line by line, a list by item, a table by row. Returns the matching lines with their numbers and the total count. grep \"^\" with slice \"-3..\" is the last three lines."},
     "context": {"type": "integer", "minimum": 0, "maximum": 20, "description": "With grep: lines shown before and after each match."},
+    "typed": {"type": "boolean", "description": "Return the value in Shoal's typed JSON ({\"$\":\"int\",\"v\":3}) instead of plain JSON."},
     "elide": {"type": ["object", "string"], "description": "Display budget, e.g. {\"max_rows\": 20, \"max_items\": 50, \"max_string\": 2000, \"max_depth\": 4}."}
   },
   "required": ["target"],
@@ -131,8 +139,10 @@ Big values come back elided with a note saying what was cut. Drill down instead 
     "uri": {"type": "string", "description": "the URI that was read"},
     "ref": {"type": "string"},
     "mimeType": {"type": "string"},
-    "value": {"description": "the value (typed JSON with a \"$\" tag) or record read"},
+    "value": {"description": "the value or record read, as plain JSON (a table as {cols, rows}, bytes as {base64}); typed JSON with a \"$\" tag when typed is true"},
     "elided": {"type": "boolean", "description": "true when the value was cut to fit; page with path/slice"},
+    "cut": {"type": "array", "items": {"type": "string"}, "description": "what was left out"},
+    "next": {"type": "string", "description": "the call that shows what was left out"},
     "marks": {"type": "array", "items": {"type": "string"}}
   },
   "required": ["uri", "value"]
@@ -375,6 +385,7 @@ func (f *Facade) toolExec(ctx context.Context, req mcp.CallToolRequest) (*mcp.Ca
 		Source     string `json:"source"`
 		TimeoutMS  *int64 `json:"timeout_ms"`
 		Background bool   `json:"background"`
+		Typed      bool   `json:"typed"`
 	}
 	if r := bind(req, &a); r != nil {
 		return r, nil
@@ -383,7 +394,7 @@ func (f *Facade) toolExec(ctx context.Context, req mcp.CallToolRequest) (*mcp.Ca
 	if a.TimeoutMS != nil {
 		timeout = *a.TimeoutMS
 	}
-	return f.execLike(ctx, "exec", map[string]any{"source": a.Source, "timeout_ms": timeout, "background": a.Background})
+	return f.execLike(ctx, "exec", map[string]any{"source": a.Source, "timeout_ms": timeout, "background": a.Background}, a.Typed)
 }
 
 func (f *Facade) toolApply(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -393,56 +404,126 @@ func (f *Facade) toolApply(ctx context.Context, req mcp.CallToolRequest) (*mcp.C
 	if r := bind(req, &a); r != nil {
 		return r, nil
 	}
-	return f.execLike(ctx, "plan.apply", map[string]any{"ref": a.Plan})
+	return f.execLike(ctx, "plan.apply", map[string]any{"ref": a.Plan}, false)
 }
 
 // execLike runs exec or plan.apply and shapes their common reply.
-func (f *Facade) execLike(ctx context.Context, method string, params any) (*mcp.CallToolResult, error) {
+func (f *Facade) execLike(ctx context.Context, method string, params any, typed bool) (*mcp.CallToolResult, error) {
 	m, raw, err := f.callObject(ctx, method, params)
 	if err != nil {
 		return toolFailure(err), nil
 	}
 	text := execText(m)
-	// The preview text is the result's text; the object keeps the typed
-	// preview and everything else, as the kernel wrote them: a record's
-	// fields keep their order (a map would sort them).
-	obj, err := withoutMember(raw, "preview_text")
+	o, next, err := execObject(raw, typed)
 	if err != nil {
-		delete(m, "preview_text")
-		return result(text, m), nil
+		return toolFailure(err), nil
 	}
-	return result(text, obj), nil
+	if next != "" && m["state"] != "running" {
+		text += "\nnext: " + next
+	}
+	return modelResult(text, o), nil
 }
 
-// withoutMember returns the JSON object raw without its top-level member
-// name, every other member as it was, in its order.
-func withoutMember(raw json.RawMessage, name string) (json.RawMessage, error) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return nil, fmt.Errorf("not a JSON object")
+// modelResult is a tool result whose structuredContent o is fitted to the
+// text's size and the result budget.
+func modelResult(text string, o *obj) *mcp.CallToolResult {
+	text = capText(text)
+	fit(o, min(max(len(text), minFit), resultBudget()))
+	raw, err := compactJSON(o)
+	if err != nil {
+		return mcp.NewToolResultError("encode result: " + err.Error())
 	}
-	out := make([]byte, 0, len(raw))
-	out = append(out, '{')
-	for dec.More() {
-		t, err := dec.Token()
-		if err != nil {
-			return nil, err
-		}
-		key, _ := t.(string)
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			return nil, err
-		}
-		if key == name {
-			continue
-		}
-		if len(out) > 1 {
-			out = append(out, ',')
-		}
-		k, _ := json.Marshal(key)
-		out = append(append(append(out, k...), ':'), v...)
+	return mcp.NewToolResultStructured(json.RawMessage(raw), text)
+}
+
+// minFit is the floor of the fit: a result's required members (ref, uri,
+// ok, exit, …) are never cut, and for a tiny result they alone can be
+// longer than its text.
+const minFit = 256
+
+// execObject is an execution reply written for a model: status and refs,
+// the output (stdout and stderr of a command, the rendered preview of a
+// builtin's value), what was cut and the exact next call. typed adds the
+// typed preview.
+func execObject(raw json.RawMessage, typed bool) (*obj, string, error) {
+	d, err := decodeInOrder(raw)
+	if err != nil {
+		return nil, "", err
 	}
-	return append(out, '}'), nil
+	r, ok := d.(*obj)
+	if !ok {
+		return nil, "", fmt.Errorf("kernel answer is not a JSON object")
+	}
+	o := newObj()
+	for _, k := range []string{"ref", "uri", "ok", "exit"} {
+		o.set(k, r.get(k))
+	}
+	ref, _ := r.get("ref").(string)
+	state, _ := r.get("state").(string)
+	if task, _ := r.get("task").(string); task != "" {
+		o.set("task", task)
+		o.set("task_uri", r.get("task_uri"))
+		if state == "running" {
+			o.set("state", state)
+			id := strings.TrimPrefix(task, "task:")
+			next := fmt.Sprintf(`shoal_wait {"target":%q,"timeout_ms":30000} waits for the end; %s reads its output so far (then since= the next offset); shoal_cancel {"target":%q} stops it`,
+				task, getCall("shoal://task/"+id+"/stdout?since=0"), task)
+			o.set("next", next)
+			return o, next, nil
+		}
+	}
+	if ns, ok := num(r.get("duration_ns")); ok {
+		o.set("ms", json.Number(strconv.FormatFloat(float64(ns)/1e6, 'f', 1, 64)))
+	}
+	if effects, ok := r.get("effects").([]any); ok && len(effects) > 0 {
+		o.set("effects", effects)
+	}
+	for _, k := range []string{"val_ref", "marks"} {
+		if v := r.get(k); v != nil {
+			o.set(k, v)
+		}
+	}
+	var cuts []cut
+	preview := r.get("preview")
+	if rec, ok := preview.(*obj); ok && rec.get("$") == "record" {
+		if fields, ok := rec.get("v").(*obj); ok && isExecRecord(fields) {
+			for _, k := range []string{"stdout", "stderr"} {
+				if s := plainPreview(fields.get(k), "."+k, &cuts); s != "" {
+					o.set(k, s)
+				}
+			}
+			preview = nil
+		}
+	}
+	if preview != nil {
+		plainPreview(preview, "", &cuts)
+		if text, _ := r.get("preview_text").(string); text != "" {
+			o.set("preview", text)
+		}
+	}
+	if typed && r.get("preview") != nil {
+		o.set("value", r.get("preview"))
+	}
+	next := nextForCuts(ref, cuts)
+	if len(cuts) > 0 {
+		o.set("cut", cutNotes(cuts))
+		o.set("next", next)
+	}
+	return o, next, nil
+}
+
+// isExecRecord reports whether a preview record is an execution's
+// {exit, stdout, stderr}.
+func isExecRecord(fields *obj) bool {
+	if len(fields.keys) != 3 {
+		return false
+	}
+	for _, k := range []string{"exit", "stdout", "stderr"} {
+		if _, ok := fields.vals[k]; !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // execText is an execution reply as a model reads it: one status line,
@@ -520,6 +601,7 @@ func (f *Facade) toolGet(ctx context.Context, req mcp.CallToolRequest) (*mcp.Cal
 		Grep    *string         `json:"grep"`
 		Context *int            `json:"context"`
 		Elide   json.RawMessage `json:"elide"`
+		Typed   bool            `json:"typed"`
 	}
 	if r := bind(req, &a); r != nil {
 		return r, nil
@@ -544,28 +626,67 @@ func (f *Facade) toolGet(ctx context.Context, req mcp.CallToolRequest) (*mcp.Cal
 	if err := f.link.call(ctx, "value.get", p, &r); err != nil {
 		return toolFailure(err), nil
 	}
-	obj := map[string]any{"value": r.StructuredContent}
-	if r.StructuredContent == nil {
-		obj["value"] = nil
-	}
+	o := newObj()
 	var text string
 	if len(r.Contents) > 0 {
 		c := r.Contents[0]
-		obj["uri"], obj["mimeType"], text = c.URI, c.MimeType, c.Text
+		o.set("uri", c.URI)
+		text = c.Text
 	} else {
-		obj["uri"] = a.Target
+		o.set("uri", a.Target)
 	}
 	if r.Ref != "" {
-		obj["ref"] = r.Ref
+		o.set("ref", r.Ref)
 	}
+	var cuts []cut
+	var v any
+	if len(r.StructuredContent) > 0 {
+		d, err := decodeInOrder(r.StructuredContent)
+		if err != nil {
+			return toolFailure(err), nil
+		}
+		if a.Typed {
+			v = d
+		} else {
+			v = plainPreview(d, pathOr(a.Path), &cuts)
+		}
+	}
+	o.set("value", v)
 	if r.Elided {
-		obj["elided"] = true
+		o.set("elided", true)
+	}
+	if len(cuts) > 0 {
+		o.set("cut", cutNotes(cuts))
+		o.set("next", nextForCuts(targetRef(a.Target, r.Ref), cuts))
+	}
+	if g, ok := v.(*obj); ok && a.Grep != nil {
+		// A grep's own next names the page of matches after this one.
+		if more, _ := g.get("next").(string); more != "" {
+			o.set("next", getCall(a.Target, "path", pathOr(a.Path), "grep", *a.Grep, "slice", strings.TrimPrefix(more, "slice=")))
+		}
 	}
 	if len(r.Marks) > 0 {
-		obj["marks"] = r.Marks
+		o.set("marks", r.Marks)
 		text = "marks: " + strings.Join(r.Marks, ", ") + "\n" + text
 	}
-	return result(text, obj), nil
+	return modelResult(text, o), nil
+}
+
+// pathOr is the path argument, "" when absent.
+func pathOr(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}
+
+// targetRef is what a next call names: the short ref of the value read,
+// or the target as given.
+func targetRef(target, ref string) string {
+	if strings.HasPrefix(ref, "out:") || strings.HasPrefix(ref, "val:") {
+		return ref
+	}
+	return target
 }
 
 func (f *Facade) toolPlan(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {

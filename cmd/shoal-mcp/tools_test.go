@@ -111,23 +111,28 @@ func TestExecAndGet(t *testing.T) {
 	m, _ = p.callOK("shoal_exec", map[string]any{"source": `printf '{"items":["a","b","c"]}' | from json`})
 	ref = m["ref"].(string)
 	got, _ := p.callOK("shoal_get", map[string]any{"target": ref, "path": ".items[1]"})
-	if v, _ := json.Marshal(got["value"]); string(v) != `{"$":"str","v":"b"}` {
+	if v, _ := json.Marshal(got["value"]); string(v) != `"b"` {
 		t.Errorf("path .items[1] = %s", v)
+	}
+	// typed asks for the typed wire form.
+	got, _ = p.callOK("shoal_get", map[string]any{"target": ref, "path": ".items[1]", "typed": true})
+	if v, _ := json.Marshal(got["value"]); string(v) != `{"$":"str","v":"b"}` {
+		t.Errorf("typed .items[1] = %s", v)
 	}
 	if got["uri"] == nil {
 		t.Error("shoal_get result lacks uri")
 	}
 	got, _ = p.callOK("shoal_get", map[string]any{"target": "shoal://out/" + strings.TrimPrefix(ref, "out:"), "path": ".items", "slice": "1..3"})
-	var sliced struct {
-		V []json.RawMessage `json:"v"`
-	}
-	b, _ := json.Marshal(got["value"])
-	if json.Unmarshal(b, &sliced); len(sliced.V) != 2 {
+	if b, _ := json.Marshal(got["value"]); string(b) != `["b","c"]` {
 		t.Errorf("slice 1..3 = %s", b)
 	}
+	got, _ = p.callOK("shoal_get", map[string]any{"target": ref, "path": ".items", "slice": "-1.."})
+	if b, _ := json.Marshal(got["value"]); string(b) != `["c"]` {
+		t.Errorf("slice -1.. = %s", b)
+	}
 	got, _ = p.callOK("shoal_get", map[string]any{"target": ref, "path": ".items", "elide": map[string]any{"max_items": 1}})
-	if got["elided"] != true {
-		t.Errorf("elide max_items 1 on 3 items: elided = %v (%v)", got["elided"], got["value"])
+	if got["elided"] != true || got["next"] != `shoal_get {"target":"`+ref+`","path":".items","slice":"1..2"} shows the next part` {
+		t.Errorf("elide max_items 1 on 3 items: elided = %v next %v (%v)", got["elided"], got["next"], got["value"])
 	}
 
 	// Reads that cannot be answered are tool errors a model can act on.

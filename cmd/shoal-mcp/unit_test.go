@@ -265,16 +265,44 @@ func TestHTTPSweep(t *testing.T) {
 	}
 }
 
-func TestWithoutMember(t *testing.T) {
-	raw := json.RawMessage(`{"ref":"out:1","preview_text":"x\ny","preview":{"$":"record","v":{"z":1,"a":2}},"exit":0}`)
-	got, err := withoutMember(raw, "preview_text")
-	if err != nil || string(got) != `{"ref":"out:1","preview":{"$":"record","v":{"z":1,"a":2}},"exit":0}` {
-		t.Fatalf("got %s, %v", got, err)
+func TestExecObject(t *testing.T) {
+	raw := json.RawMessage(`{"ref":"out:7","uri":"shoal://out/7","ok":false,"exit":1,"state":"failed","duration_ns":12345678,"effects":["proc.spawn"],` +
+		`"preview":{"$":"record","v":{"exit":{"$":"int","v":1},"stdout":{"$":"str","v":"line 1\n","elided":{"total_bytes":5000000,"shown_chars":7,"budget":"max_string","next":{"path":".stdout","slice":"7..263"}}},"stderr":{"$":"str","v":"boom\n"}}},` +
+		`"preview_text":"exit: 1\nstdout: …"}`)
+	o, next, err := execObject(raw, false)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if got, err := withoutMember(json.RawMessage(`{"a":1}`), "b"); err != nil || string(got) != `{"a":1}` {
-		t.Fatalf("no such member: %s, %v", got, err)
+	got, _ := compactJSON(o)
+	want := `{"ref":"out:7","uri":"shoal://out/7","ok":false,"exit":1,"ms":12.3,"effects":["proc.spawn"],"stdout":"line 1\n","stderr":"boom\n",` +
+		`"cut":[".stdout: 7 characters shown of 5000000 bytes"],"next":"shoal_get {\"target\":\"out:7\",\"path\":\".stdout\",\"slice\":\"-2000..\"} shows the end; add \"grep\":\"RE\" to search it instead (or run: out 7 | grep -n RE)"}`
+	if string(got) != want {
+		t.Fatalf("execObject:\n got %s\nwant %s", got, want)
 	}
-	if _, err := withoutMember(json.RawMessage(`[1]`), "a"); err == nil {
-		t.Fatal("an array passed as an object")
+	if !strings.HasPrefix(next, "shoal_get ") {
+		t.Fatalf("next %q", next)
+	}
+	// A builtin's value is previewed as its rendered text; typed adds the typed preview.
+	raw = json.RawMessage(`{"ref":"out:8","uri":"shoal://out/8","ok":true,"exit":0,"preview":{"$":"list","v":[{"$":"int","v":1}]},"preview_text":"1"}`)
+	o, _, _ = execObject(raw, true)
+	if got, _ := compactJSON(o); string(got) != `{"ref":"out:8","uri":"shoal://out/8","ok":true,"exit":0,"preview":"1","value":{"$":"list","v":[{"$":"int","v":1}]}}` {
+		t.Fatalf("builtin value: %s", got)
+	}
+}
+
+func TestFit(t *testing.T) {
+	o := newObj().set("ref", "out:1").set("stdout", strings.Repeat("a\"b\n", 4000)).set("stderr", strings.Repeat("é", 100))
+	fit(o, 1000)
+	if n := size(o); n > 1000 || n < 800 {
+		t.Fatalf("fitted to %d bytes", n)
+	}
+	if o.get("ref") != "out:1" || o.get("cut") == nil || !utf8.ValidString(o.get("stderr").(string)) {
+		t.Fatalf("fit: %v", o.vals)
+	}
+	// Structure only: the value is replaced by a note.
+	o = newObj().set("ref", "out:2").set("value", []any{strings.Repeat("x", 50), strings.Repeat("y", 3000)})
+	fit(o, 500)
+	if size(o) > 500 {
+		t.Fatalf("structure not fitted: %d", size(o))
 	}
 }

@@ -69,10 +69,7 @@ func (r rootsList) ListRoots(context.Context, mcp.ListRootsRequest) (*mcp.ListRo
 func (p *mcpPeer) sh(source string) string {
 	p.t.Helper()
 	m, _ := p.callOK("shoal_exec", map[string]any{"source": source})
-	var out string
-	if rec, ok := m["preview"].(map[string]any)["v"].(map[string]any); ok {
-		out, _ = rec["stdout"].(map[string]any)["v"].(string)
-	}
+	out, _ := m["stdout"].(string)
 	return strings.TrimSpace(out)
 }
 

@@ -94,7 +94,7 @@ async function main() {
   assert.equal(exit, 0);
 
   const got = await client.callTool({ name: "shoal_get", arguments: { target: ref, path: ".n", slice: "1..3" } });
-  assert.deepEqual(got.structuredContent.value, { $: "list", v: [{ $: "int", v: 2 }, { $: "int", v: 3 }] });
+  assert.deepEqual(got.structuredContent.value, [2, 3]);
 
   const refused = await client.callTool({ name: "shoal_get", arguments: { target: ref, path: ".missing" } });
   assert.equal(refused.isError, true);
