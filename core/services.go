@@ -55,6 +55,14 @@ type Journal interface {
 	Append(ctx context.Context, row JournalRow) (JournalRow, error)
 }
 
+// JournalGate is implemented by a Journal that can tell before an
+// execution runs whether its row could be written: executions ask first
+// and do not run when the answer is an error (JOURNAL_UNAVAILABLE), so
+// nothing runs unrecorded.
+type JournalGate interface {
+	Writable() error
+}
+
 // JournalStats are a journal's cumulative counters since it was opened
 // (kernel.status shows them). The difference between two readings around
 // one execution is what that execution's reply waited for its row: Rows

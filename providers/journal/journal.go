@@ -87,6 +87,10 @@ type Options struct {
 	MaxBatch int
 	// Log receives delivery failures; nil discards them.
 	Log *slog.Logger
+	// ReserveBytes is the size of the reserve file kept next to the
+	// journal and given up when a commit fails for want of space
+	// (DefaultReserveBytes when zero, none when negative).
+	ReserveBytes int
 
 	// indexLag is how many committed rows may wait for their index
 	// entries before the writer writes them (default defaultIndexLag;
@@ -125,7 +129,8 @@ type Journal struct {
 	// index entries after a failure (zero: any time). Writer only.
 	indexRetry time.Time
 
-	stats stats
+	stats  stats
+	health health
 }
 
 // stats are the journal's running counters (see [Journal.Stats]).
@@ -179,6 +184,9 @@ func Open(path string, opts Options) (*Journal, error) {
 	if opts.idleFlush <= 0 {
 		opts.idleFlush = defaultIdleFlush
 	}
+	if opts.ReserveBytes == 0 {
+		opts.ReserveBytes = DefaultReserveBytes
+	}
 	log := opts.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -216,6 +224,14 @@ func Open(path string, opts Options) (*Journal, error) {
 		return nil, err
 	}
 	j.flushIndexes() // on failure the rows stay in the tail; the writer retries
+	if err := j.makeReserve(); err != nil {
+		// Opened all the same (refusing to start would be worse); the
+		// journal reports itself unwritable until the reserve is back.
+		log.Error("journal: no reserve", "err", err)
+		j.health.failed = fmt.Errorf("its reserve could not be made (%v): free some space", err)
+	} else {
+		j.health.reserve = opts.ReserveBytes > 0
+	}
 	go j.write()
 	return j, nil
 }
@@ -598,9 +614,19 @@ func (j *Journal) commit(batch []*request) {
 		index = false
 		lastTS, err = j.commitTx(batch, rows, false)
 	}
+	if err != nil && j.useReserve() {
+		// Most likely the disk is full: retry in the space the reserve
+		// leaves, and refuse new executions until it is back.
+		lastTS, err = j.commitTx(batch, rows, false)
+		index = false
+		if err == nil {
+			j.setFailed(errors.New("the disk is full (a commit needed the journal's reserve): free some space"))
+		}
+	}
 	if err != nil {
 		err = fmt.Errorf("journal %s: commit %d rows: %w", j.path, len(batch), err)
 		j.log.Error("journal commit failed", "err", err)
+		j.setFailed(err)
 		for _, r := range batch {
 			r.done <- result{err: err}
 		}

@@ -245,7 +245,7 @@ func (p *Provider) Decide(ctx context.Context, c *core.Caller, ref string, appro
 			Head: "plan." + verb, Source: rec.Source, Effects: rec.Effects, OK: true, Ref: rec.Ref,
 		}
 		if _, err := j.Append(ctx, row); err != nil {
-			return Record{}, rpc.Errorf(rpc.Internal, "journal the %s of %s: %v; nothing was changed, try again", verb, rec.Ref, err)
+			return Record{}, rpc.Errorf(rpc.JournalUnavailable, "journal the %s of %s: %v; nothing was changed, try again once the journal can be written", verb, rec.Ref, err)
 		}
 	} else if p.host != nil && p.host.Log != nil {
 		p.host.Log.Warn("plan decision not journaled: no journal service", "ref", rec.Ref)

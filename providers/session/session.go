@@ -328,6 +328,12 @@ func (p *Provider) exec(ctx context.Context, c *core.Caller, req core.ExecReques
 	if req.TimeoutMS < 0 {
 		return nil, rpc.Errorf(rpc.InvalidParams, "timeout_ms must be positive (milliseconds after which the execution becomes a task)")
 	}
+	if i := strings.IndexByte(req.Source, 0); i >= 0 {
+		return nil, rpc.Errorf(rpc.InvalidParams, "source has a NUL byte at offset %d; shell source cannot carry one (write binary data with printf '\\0' or a file)", i)
+	}
+	if err := p.journalWritable(); err != nil {
+		return nil, err // nothing runs unrecorded
+	}
 	if req.Kind == "" {
 		req.Kind = "exec"
 	}
@@ -530,7 +536,7 @@ func (p *Provider) finish(ctx context.Context, c *core.Caller, s *sess, req core
 		// The row is written even if the caller went away meanwhile: the
 		// execution happened.
 		if _, err := j.Append(context.WithoutCancel(ctx), row); err != nil {
-			return nil, rpc.Errorf(rpc.Internal, "journal the execution: %v (its value is %s)", err, e.Ref)
+			return nil, rpc.Errorf(rpc.JournalWriteFailed, "it ran, but its journal row could not be written: %v (its value is %s); do not simply retry: check what it did", err, e.Ref)
 		}
 	}
 	if err := <-flushed; err != nil {
@@ -541,6 +547,19 @@ func (p *Provider) finish(ctx context.Context, c *core.Caller, s *sess, req core
 		_, _ = p.bus.Publish(bus.ChannelRender, b.render)
 	}
 	return &b, nil
+}
+
+// journalWritable refuses an execution before it runs when the journal
+// could not record it.
+func (p *Provider) journalWritable() error {
+	j, err := core.Lookup[core.Journal](p.host, core.ServiceJournal)
+	if err != nil {
+		return nil
+	}
+	if g, ok := j.(core.JournalGate); ok {
+		return g.Writable()
+	}
+	return nil
 }
 
 // built is a finished execution's reply, with its encoding (nil if it
