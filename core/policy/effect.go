@@ -76,10 +76,14 @@ type Effect struct {
 	Overwrite bool `json:"overwrite,omitempty"`
 	// Unbounded: a function that calls itself unconditionally (a fork bomb).
 	Unbounded bool `json:"unbounded,omitempty"`
+	// Machine: the effect reaches past the session to the whole machine or
+	// out of its confinement (signals to every process, reboot, firewall,
+	// passwords, block devices, jobs handed to a daemon).
+	Machine bool `json:"machine,omitempty"`
 }
 
 // flag names usable in a rule's flags list.
-var flagNames = []string{"recursive", "force", "dynamic", "glob", "overwrite", "unbounded"}
+var flagNames = []string{"recursive", "force", "dynamic", "glob", "overwrite", "unbounded", "machine"}
 
 func (e *Effect) flag(name string) bool {
 	switch name {
@@ -95,15 +99,23 @@ func (e *Effect) flag(name string) bool {
 		return e.Overwrite
 	case "unbounded":
 		return e.Unbounded
+	case "machine":
+		return e.Machine
 	}
 	return false
 }
 
 // DecideContext anchors the path patterns of a decision: `~` in a rule is
-// Home, `.` is Cwd (the session's working directory).
+// Home, `.` is Cwd. Cwd is the session's workspace (the directory the
+// session was created for), not where a `cd` has taken it since: the work
+// tree does not follow the agent around.
 type DecideContext struct {
 	Cwd  string
 	Home string
+	// Confined says the source would run confined by the OS (its writes
+	// held to the session's writable paths): rules with `confined = true`
+	// apply only then, rules with `confined = false` only otherwise.
+	Confined bool
 	// Resolve, when set, maps Cwd and Home to their real paths (symbolic
 	// links resolved) the first time a rule's `~` or `.` pattern is
 	// compared with a target. Most decisions never compare one, so the

@@ -43,6 +43,7 @@ type rule struct {
 	heads      []string
 	subs       []string
 	flags      []flagCond
+	confined   *bool // nil: whether or not the run is confined
 	verdict    string
 	// wantsDynamic records that the rule names the dynamic flag positively:
 	// only such a rule may allow a dynamic effect.
@@ -70,6 +71,7 @@ type ruleDoc struct {
 	Head      any      `toml:"head"`
 	Sub       any      `toml:"sub"`
 	Flags     []string `toml:"flags"`
+	Confined  *bool    `toml:"confined"`
 	Verdict   string   `toml:"verdict"`
 }
 
@@ -121,7 +123,7 @@ func parse(text, origin string, withDefaults bool) (*Policy, error) {
 	if und := md.Undecoded(); len(und) > 0 {
 		k := und[0]
 		line := keyLine(text, k)
-		return nil, fmt.Errorf("policy %s: line %d: unknown key %q (known: defaults, sandbox, [sandbox], [grants], [[rule]] with name, principal, effect, target, head, sub, flags, verdict)", origin, line, k.String())
+		return nil, fmt.Errorf("policy %s: line %d: unknown key %q (known: defaults, sandbox, [sandbox], [grants], [[rule]] with name, principal, effect, target, head, sub, flags, confined, verdict)", origin, line, k.String())
 	}
 	p := &Policy{Origin: origin, sandbox: DefaultSandbox()}
 	if doc.Sandbox.set {
@@ -238,6 +240,7 @@ func compileRule(d *ruleDoc, i int, origin string) (*rule, error) {
 			r.wantsDynamic = true
 		}
 	}
+	r.confined = d.Confined
 	switch d.Verdict {
 	case Allow, Ask, Deny:
 		r.verdict = d.Verdict
@@ -334,6 +337,9 @@ func (r *rule) matches(principal string, e *Effect, anch *anchors) bool {
 		if !KnownKind(e.Kind) {
 			return false
 		}
+	}
+	if r.confined != nil && *r.confined != anch.ctx.Confined {
+		return false
 	}
 	if len(r.principals) > 0 && !anyName(r.principals, principal) {
 		return false

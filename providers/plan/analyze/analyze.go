@@ -13,8 +13,11 @@
 //
 // What it cannot resolve it never guesses: a command or target known only
 // at run time — an unset variable, a command substitution, a script read
-// from stdin, eval of computed text — becomes an effect marked Dynamic,
-// which the default policy never allows silently.
+// from stdin, eval of computed text, a path below a link the source made,
+// a program shadowed on PATH, an option that runs code — becomes an effect
+// marked Dynamic whose target is the source text, the plan is never
+// reversible, and Analysis.Uncertain says why. The default policy allows
+// such effects only when the run is confined by the OS.
 package analyze
 
 import (
@@ -95,6 +98,11 @@ type Analysis struct {
 	Estimates Estimate `json:"estimates"`
 	// Dynamic is true when any effect is dynamic.
 	Dynamic bool `json:"dynamic"`
+	// Uncertain says, in words, what the analysis could not know: why each
+	// dynamic effect is dynamic, and what the source does that may make
+	// it do more than the effects show (an abbreviated option read as
+	// the full one, a nameref, an assigned IFS). Empty when nothing is.
+	Uncertain []string `json:"uncertain"`
 }
 
 // PolicyEffects returns the effects as the policy sees them.
@@ -155,7 +163,7 @@ func AnalyzeFile(f *syntax.File, env Env) *Analysis {
 }
 
 func (w *walker) finish() *Analysis {
-	a := &Analysis{Effects: []Effect{}, Heads: w.heads, Reversible: true}
+	a := &Analysis{Effects: []Effect{}, Heads: w.heads, Reversible: true, Uncertain: []string{}}
 	if a.Heads == nil {
 		a.Heads = []string{}
 	}
@@ -175,7 +183,9 @@ func (w *walker) finish() *Analysis {
 			a.Reversible = false
 		}
 		if e.Dynamic {
-			a.Dynamic = true
+			// What is not known cannot be promised to be undoable.
+			a.Dynamic, a.Reversible = true, false
+			a.Uncertain = uniqueAppend(a.Uncertain, e.Reason)
 			if e.Kind == policy.FSDelete || e.Kind == policy.FSWrite {
 				a.Estimates.Truncated = true
 			}
@@ -185,6 +195,12 @@ func (w *walker) finish() *Analysis {
 			a.Estimates.Bytes += e.Estimate.Bytes
 			a.Estimates.Truncated = a.Estimates.Truncated || e.Estimate.Truncated
 		}
+	}
+	for _, n := range w.notes {
+		a.Uncertain = uniqueAppend(a.Uncertain, n)
+	}
+	if len(a.Uncertain) > 0 {
+		a.Reversible = false
 	}
 	return a
 }

@@ -74,7 +74,7 @@ func show(env Env, e Effect) string {
 	for _, f := range []struct {
 		on   bool
 		name string
-	}{{e.Recursive, "recursive"}, {e.Force, "force"}, {e.Dynamic, "dynamic"}, {e.Glob, "glob"}, {e.Overwrite, "overwrite"}, {e.Unbounded, "unbounded"}} {
+	}{{e.Recursive, "recursive"}, {e.Force, "force"}, {e.Dynamic, "dynamic"}, {e.Glob, "glob"}, {e.Overwrite, "overwrite"}, {e.Unbounded, "unbounded"}, {e.Machine, "machine"}} {
 		if f.on {
 			flags = append(flags, f.name)
 		}

@@ -8,7 +8,28 @@ import (
 )
 
 func cdCmd(w *walker, s *scope, c *cmd) {
-	p := parseOpts(c.args, optSpec{})
+	p := w.parse(c.args, optSpec{})
+	// cd sets OLDPWD to where it leaves.
+	old := varVal{val: s.cwd, known: s.cwdKnown}
+	defer func() {
+		if !s.namerefs {
+			s.vars["OLDPWD"] = old
+		}
+	}()
+	if len(p.ops) > 0 && !p.ops[0].dyn {
+		if d := p.ops[0].val; !path.IsAbs(d) && !strings.HasPrefix(d, ".") && d != "-" && !strings.HasPrefix(d, "~") {
+			cdpath, set := s.vars["CDPATH"]
+			if !set && w.env.Lookup != nil {
+				v, ok := w.env.Lookup("CDPATH")
+				cdpath, set = varVal{val: v, known: true}, ok
+			}
+			if set && (!cdpath.known || cdpath.val != "") || w.cdable {
+				w.unsure("cd " + d + " searches CDPATH (or cdable_vars): where it goes is known only at run time")
+				s.cwdKnown = false
+				return
+			}
+		}
+	}
 	switch {
 	case p.dyn:
 		s.cwdKnown = false
@@ -29,7 +50,10 @@ func cdCmd(w *walker, s *scope, c *cmd) {
 	}
 }
 
-func popdCmd(w *walker, s *scope, c *cmd) { s.cwdKnown = false }
+func popdCmd(w *walker, s *scope, c *cmd) {
+	s.vars["OLDPWD"] = varVal{val: s.cwd, known: s.cwdKnown}
+	s.cwdKnown = false
+}
 
 func evalCmd(w *walker, s *scope, c *cmd) {
 	vals, ok := argVals(c.args)
@@ -79,12 +103,12 @@ func sourceCmd(w *walker, s *scope, c *cmd) {
 }
 
 func execCmd(w *walker, s *scope, c *cmd) {
-	p := parseOpts(c.args, optSpec{shortVal: "a", stopAtOperand: true})
+	p := w.parse(c.args, optSpec{shortVal: "a", stopAtOperand: true})
 	w.run(s, p.rest, false)
 }
 
 func commandCmd(w *walker, s *scope, c *cmd) {
-	p := parseOpts(c.args, optSpec{stopAtOperand: true})
+	p := w.parse(c.args, optSpec{stopAtOperand: true})
 	if p.has("v", "V") {
 		return // lookup only
 	}
@@ -112,7 +136,7 @@ func builtinCmd(w *walker, s *scope, c *cmd) {
 
 // trapCmd analyzes the handler text: it runs later, in this shell.
 func trapCmd(w *walker, s *scope, c *cmd) {
-	p := parseOpts(c.args, optSpec{})
+	p := w.parse(c.args, optSpec{})
 	if p.has("l", "p") || len(p.ops) < 2 {
 		return
 	}
@@ -128,7 +152,7 @@ func trapCmd(w *walker, s *scope, c *cmd) {
 }
 
 func unsetCmd(w *walker, s *scope, c *cmd) {
-	p := parseOpts(c.args, optSpec{})
+	p := w.parse(c.args, optSpec{})
 	for _, a := range p.ops {
 		if a.dyn {
 			w.add(Effect{Effect: policy.Effect{Kind: policy.EnvWrite, Target: a.text, Dynamic: true}, Reason: "variable name known only at run time"})
@@ -149,7 +173,7 @@ func readCmd(w *walker, s *scope, c *cmd) {
 	if c.name == "getopts" {
 		spec = optSpec{}
 	}
-	p := parseOpts(c.args, spec)
+	p := w.parse(c.args, spec)
 	names := p.ops
 	if c.name == "getopts" && len(names) > 1 {
 		names = names[1:2]
@@ -173,7 +197,7 @@ func readCmd(w *walker, s *scope, c *cmd) {
 }
 
 func printfCmd(w *walker, s *scope, c *cmd) {
-	p := parseOpts(c.args, optSpec{shortVal: "v"})
+	p := w.parse(c.args, optSpec{shortVal: "v"})
 	if v, ok := p.val("v"); ok && !v.dyn {
 		s.vars[v.val] = varVal{}
 		w.envWrite("", v.val)
@@ -241,10 +265,6 @@ func shiftCmd(w *walker, s *scope, c *cmd) {
 	}
 }
 
-func killCmd(w *walker, s *scope, c *cmd) {
-	w.spawn(s, c, "", false, "signals running processes; a killed process cannot be resumed")
-}
-
 func emitCmd(w *walker, s *scope, c *cmd) {
 	if len(c.args) == 0 {
 		return
@@ -261,7 +281,7 @@ func emitCmd(w *walker, s *scope, c *cmd) {
 // readsCmd: a tool that reads its operands.
 func readsCmd(spec optSpec) handler {
 	return func(w *walker, s *scope, c *cmd) {
-		p := parseOpts(c.args, spec)
+		p := w.parse(c.args, spec)
 		if _, isBuiltin := builtins[c.name]; !isBuiltin || strings.Contains(c.name, "/") {
 			w.spawn(s, c, "", true, "reads; changes nothing")
 		}
@@ -282,7 +302,7 @@ func (w *walker) readOperands(s *scope, c *cmd, ops []arg) {
 // program unless one of progOpts gave it.
 func patternFirstCmd(spec optSpec, progOpts ...string) handler {
 	return func(w *walker, s *scope, c *cmd) {
-		p := parseOpts(c.args, spec)
+		p := w.parse(c.args, spec)
 		if _, isBuiltin := builtins[c.name]; !isBuiltin || strings.Contains(c.name, "/") {
 			w.spawn(s, c, "", true, "reads; changes nothing")
 		}
@@ -300,7 +320,7 @@ func patternFirstCmd(spec optSpec, progOpts ...string) handler {
 func wrapperCmd(spec optSpec, skip int) handler {
 	return func(w *walker, s *scope, c *cmd) {
 		w.spawn(s, c, "", true, modeled)
-		p := parseOpts(c.args, spec)
+		p := w.parse(c.args, spec)
 		if o, ok := p.val("o", "output"); ok && c.head == "time" {
 			w.fs(s, o, fsReq{kind: policy.FSWrite, mode: modeTruncate, head: c.head})
 		}

@@ -100,6 +100,20 @@ func (w *walker) fs(s *scope, a arg, r fsReq) {
 	if isPseudo(p) {
 		return
 	}
+	if l, linked := w.linkedAt(p); linked {
+		// The source made a link here earlier: where this lands is only
+		// known once it has run.
+		e.Dynamic, e.Target, e.Glob = true, p, a.glob
+		e.Reason = l.by + " made a link at or above " + p + " earlier in the source: where it leads is known only at run time"
+		if l.path == "" {
+			e.Reason = l.by + " made a link at a place known only at run time: where " + p + " leads is not known"
+		}
+		if r.kind == policy.FSRead {
+			e.Reversible = true
+		}
+		w.add(e)
+		return
+	}
 	if a.glob {
 		e.Glob = true
 		e.Target = p

@@ -3,6 +3,7 @@ package analyze
 import (
 	"os"
 	"path"
+	"slices"
 	"strings"
 
 	"github.com/shoal-sh/shoal/core/policy"
@@ -10,7 +11,7 @@ import (
 
 func rmCmd(w *walker, s *scope, c *cmd) {
 	w.spawn(s, c, "", true, modeled)
-	p := parseOpts(c.args, optSpec{})
+	p := w.parse(c.args, optSpec{})
 	rec := p.has("r", "R", "recursive")
 	force := p.has("f", "force")
 	if p.dyn {
@@ -24,7 +25,7 @@ func rmCmd(w *walker, s *scope, c *cmd) {
 
 func rmdirCmd(w *walker, s *scope, c *cmd) {
 	w.spawn(s, c, "", true, modeled)
-	p := parseOpts(c.args, optSpec{})
+	p := w.parse(c.args, optSpec{})
 	for _, a := range p.ops {
 		w.fs(s, a, fsReq{kind: policy.FSDelete, mode: modeDelete, head: c.head,
 			override: true, reversible: true, reason: "removes only empty directories"})
@@ -67,7 +68,7 @@ func transfer(p *parsed) (srcs []arg, dest arg, intoDir, ok bool) {
 
 func mvCmd(w *walker, s *scope, c *cmd) {
 	w.spawn(s, c, "", true, modeled)
-	p := parseOpts(c.args, optSpec{shortVal: "tS", longVal: []string{"target-directory", "suffix"}})
+	p := w.parse(c.args, optSpec{shortVal: "tS", longVal: []string{"target-directory", "suffix"}})
 	srcs, dest, intoDir, ok := transfer(&p)
 	if !ok {
 		return
@@ -75,8 +76,27 @@ func mvCmd(w *walker, s *scope, c *cmd) {
 	for _, src := range srcs {
 		w.fs(s, src, fsReq{kind: policy.FSDelete, mode: modeDelete, head: c.head,
 			override: true, reversible: true, reason: "moved to " + dest.text + ", not destroyed"})
-		w.fs(s, w.destFor(s, dest, src, intoDir), fsReq{kind: policy.FSWrite, mode: modeTruncate, head: c.head, force: p.has("f", "force")})
+		to := w.destFor(s, dest, src, intoDir)
+		w.fs(s, to, fsReq{kind: policy.FSWrite, mode: modeTruncate, head: c.head, force: p.has("f", "force")})
+		if w.mayBeLink(s, src) {
+			// A link (or a tree holding links) moved is a link elsewhere.
+			w.madeLink(s, to, "mv")
+		}
 	}
+}
+
+// mayBeLink reports whether a path is, or may hold, a link: a symbolic
+// link or a directory now, a place the source made links at, or unknown.
+func (w *walker) mayBeLink(s *scope, a arg) bool {
+	p, ok := w.abs(s, a)
+	if !ok || a.glob {
+		return true
+	}
+	if _, linked := w.linkedAt(p); linked {
+		return true
+	}
+	info, err := os.Lstat(p)
+	return err == nil && (info.Mode()&os.ModeSymlink != 0 || info.IsDir())
 }
 
 func cpCmd(w *walker, s *scope, c *cmd) {
@@ -85,7 +105,7 @@ func cpCmd(w *walker, s *scope, c *cmd) {
 	if c.head == "install" {
 		spec.shortVal = "tSgmo"
 	}
-	p := parseOpts(c.args, spec)
+	p := w.parse(c.args, spec)
 	rec := p.has("r", "R", "a", "recursive", "archive")
 	if c.head == "install" && p.has("d", "directory") {
 		for _, a := range p.ops {
@@ -97,9 +117,21 @@ func cpCmd(w *walker, s *scope, c *cmd) {
 	if !ok {
 		return
 	}
+	// -s and -l make links; -P, -d, -a and -r copy the links they meet as
+	// links.
+	links := c.head == "cp" && (rec || p.has("s", "l", "P", "d", "symbolic-link", "link", "no-dereference"))
+	var made []arg
+	defer func() {
+		for _, to := range made {
+			w.madeLink(s, to, "cp")
+		}
+	}()
 	for _, src := range srcs {
 		w.fs(s, src, fsReq{kind: policy.FSRead, head: c.head, recursive: rec})
 		to := w.destFor(s, dest, src, intoDir)
+		if links {
+			made = append(made, to)
+		}
 		mode := modeTruncate
 		if rec {
 			if d, ok := w.abs(s, to); ok {
@@ -117,15 +149,21 @@ func cpCmd(w *walker, s *scope, c *cmd) {
 
 func lnCmd(w *walker, s *scope, c *cmd) {
 	w.spawn(s, c, "", true, modeled)
-	p := parseOpts(c.args, optSpec{shortVal: "tS", longVal: []string{"target-directory", "suffix"}})
+	p := w.parse(c.args, optSpec{shortVal: "tS", longVal: []string{"target-directory", "suffix"}})
 	force := p.has("f", "force")
 	mode := modeCreate
 	if force {
 		mode = modeTruncate
 	}
+	by := "ln"
+	if p.has("s", "symbolic") {
+		by = "ln -s"
+	}
 	if len(p.ops) == 1 && !p.has("t", "target-directory") {
 		src := p.ops[0]
-		w.fs(s, w.destFor(s, arg{val: ".", text: "."}, src, true), fsReq{kind: policy.FSWrite, mode: mode, head: c.head, force: force})
+		to := w.destFor(s, arg{val: ".", text: "."}, src, true)
+		w.fs(s, to, fsReq{kind: policy.FSWrite, mode: mode, head: c.head, force: force})
+		w.madeLink(s, to, by)
 		return
 	}
 	srcs, dest, intoDir, ok := transfer(&p)
@@ -133,7 +171,9 @@ func lnCmd(w *walker, s *scope, c *cmd) {
 		return
 	}
 	for _, src := range srcs {
-		w.fs(s, w.destFor(s, dest, src, intoDir), fsReq{kind: policy.FSWrite, mode: mode, head: c.head, force: force})
+		to := w.destFor(s, dest, src, intoDir)
+		w.fs(s, to, fsReq{kind: policy.FSWrite, mode: mode, head: c.head, force: force})
+		w.madeLink(s, to, by)
 	}
 }
 
@@ -141,7 +181,7 @@ func lnCmd(w *walker, s *scope, c *cmd) {
 func metaCmd(skip int) handler {
 	return func(w *walker, s *scope, c *cmd) {
 		w.spawn(s, c, "", true, modeled)
-		p := parseOpts(c.args, optSpec{longVal: []string{"reference", "from"}})
+		p := w.parse(c.args, optSpec{longVal: []string{"reference", "from"}})
 		rec := p.has("R", "recursive")
 		ops := p.ops
 		if !p.has("reference") && len(ops) > 0 {
@@ -155,7 +195,7 @@ func metaCmd(skip int) handler {
 
 func touchCmd(w *walker, s *scope, c *cmd) {
 	w.spawn(s, c, "", true, modeled)
-	p := parseOpts(c.args, optSpec{shortVal: "drt", longVal: []string{"date", "reference", "time"}})
+	p := w.parse(c.args, optSpec{shortVal: "drt", longVal: []string{"date", "reference", "time"}})
 	for _, a := range p.ops {
 		w.fs(s, a, fsReq{kind: policy.FSWrite, mode: modeCreate, head: c.head,
 			override: true, reversible: true, reason: "creates an empty file or updates its times"})
@@ -164,7 +204,7 @@ func touchCmd(w *walker, s *scope, c *cmd) {
 
 func mkdirCmd(w *walker, s *scope, c *cmd) {
 	w.spawn(s, c, "", true, modeled)
-	p := parseOpts(c.args, optSpec{shortVal: "m", longVal: []string{"mode", "context"}})
+	p := w.parse(c.args, optSpec{shortVal: "m", longVal: []string{"mode", "context"}})
 	for _, a := range p.ops {
 		w.fs(s, a, fsReq{kind: policy.FSWrite, mode: modeCreate, head: c.head})
 	}
@@ -172,7 +212,7 @@ func mkdirCmd(w *walker, s *scope, c *cmd) {
 
 func teeCmd(w *walker, s *scope, c *cmd) {
 	w.spawn(s, c, "", true, modeled)
-	p := parseOpts(c.args, optSpec{longVal: []string{"output-error"}})
+	p := w.parse(c.args, optSpec{longVal: []string{"output-error"}})
 	mode := modeTruncate
 	if p.has("a", "append") {
 		mode = modeAppend
@@ -182,7 +222,8 @@ func teeCmd(w *walker, s *scope, c *cmd) {
 	}
 }
 
-func ddCmd(w *walker, s *scope, c *cmd) {
+// ddFiles records what dd reads and writes.
+func ddFiles(w *walker, s *scope, c *cmd) {
 	w.spawn(s, c, "", true, modeled)
 	for _, a := range c.args {
 		if a.dyn {
@@ -204,7 +245,7 @@ func ddCmd(w *walker, s *scope, c *cmd) {
 
 func truncateCmd(w *walker, s *scope, c *cmd) {
 	w.spawn(s, c, "", true, modeled)
-	p := parseOpts(c.args, optSpec{shortVal: "sr", longVal: []string{"size", "reference"}})
+	p := w.parse(c.args, optSpec{shortVal: "sr", longVal: []string{"size", "reference"}})
 	for _, a := range p.ops {
 		w.fs(s, a, fsReq{kind: policy.FSWrite, mode: modeTruncate, head: c.head})
 	}
@@ -212,7 +253,7 @@ func truncateCmd(w *walker, s *scope, c *cmd) {
 
 func shredCmd(w *walker, s *scope, c *cmd) {
 	w.spawn(s, c, "", true, modeled)
-	p := parseOpts(c.args, optSpec{shortVal: "ns", longVal: []string{"iterations", "size", "random-source"}})
+	p := w.parse(c.args, optSpec{shortVal: "ns", longVal: []string{"iterations", "size", "random-source"}})
 	for _, a := range p.ops {
 		w.fs(s, a, fsReq{kind: policy.FSWrite, mode: modeTruncate, head: c.head,
 			override: true, reversible: false, reason: "overwrites the content beyond recovery"})
@@ -246,13 +287,24 @@ func sedCmd(w *walker, s *scope, c *cmd) {
 		}
 		rest = append(rest, a)
 	}
-	p := parseOpts(rest, optSpec{shortVal: "efl", longVal: []string{"expression", "file", "line-length"}})
+	p := w.parse(rest, optSpec{shortVal: "efl", longVal: []string{"expression", "file", "line-length"}})
 	ops := p.ops
+	scripts := p.all("e", "expression")
 	if !p.has("e", "f", "expression", "file") && len(ops) > 0 {
+		scripts = append(scripts, ops[0])
 		ops = ops[1:]
 	}
+	runs := false
 	for _, f := range p.all("f", "file") {
 		w.fs(s, f, fsReq{kind: policy.FSRead, head: c.head})
+		text, ok := w.readProgram(s, f)
+		runs = runs || !ok || sedRuns(text)
+	}
+	for _, sc := range scripts {
+		runs = runs || sc.dyn || sedRuns(sc.val)
+	}
+	if runs && !p.has("sandbox") {
+		w.opaque(c, "the sed script writes files (w, s///w) or runs commands (e, s///e), or is known only at run time")
 	}
 	for _, a := range ops {
 		if !inPlace {
@@ -333,7 +385,7 @@ func findCmd(w *walker, s *scope, c *cmd) {
 // unknown here, so the command gets a dynamic operand.
 func xargsCmd(w *walker, s *scope, c *cmd) {
 	w.spawn(s, c, "", true, modeled)
-	p := parseOpts(c.args, optSpec{shortVal: "aEeIiLlnPsd", longVal: []string{"arg-file", "eof", "replace", "max-lines", "max-args", "max-procs", "max-chars", "delimiter", "process-slot-var"}, stopAtOperand: true})
+	p := w.parse(c.args, optSpec{shortVal: "aEeIiLlnPsd", longVal: []string{"arg-file", "eof", "replace", "max-lines", "max-args", "max-procs", "max-chars", "delimiter", "process-slot-var"}, stopAtOperand: true})
 	if f, ok := p.val("a", "arg-file"); ok {
 		w.fs(s, f, fsReq{kind: policy.FSRead, head: c.head})
 	}
@@ -368,7 +420,10 @@ func tarCmd(w *walker, s *scope, c *cmd) {
 	if len(args) > 0 && !args[0].dyn && !strings.HasPrefix(args[0].val, "-") {
 		args = append([]arg{{val: "-" + args[0].val, text: args[0].text}}, args[1:]...)
 	}
-	p := parseOpts(args, optSpec{shortVal: "fCTXbH", longVal: []string{"file", "directory", "files-from", "exclude-from", "exclude", "format"}})
+	p := w.parse(args, optSpec{shortVal: "fCTXbHIFg", longVal: []string{"file", "directory", "files-from", "exclude-from", "exclude", "format"}})
+	if p.has("I", "F") || slices.ContainsFunc(tarRuns, func(o string) bool { return p.has(o) }) {
+		w.opaque(c, "tar is told to run a command (--to-command, -I, --checkpoint-action=exec, …): its effects are known only at run time")
+	}
 	archive, hasArchive := p.val("f", "file")
 	dir := arg{val: ".", text: "."}
 	if d, ok := p.val("C", "directory"); ok {
@@ -381,6 +436,7 @@ func tarCmd(w *walker, s *scope, c *cmd) {
 		}
 		w.fs(s, dir, fsReq{kind: policy.FSWrite, mode: modeTree, head: c.head, sub: "extract",
 			override: true, reversible: false, reason: "extracting may replace existing files"})
+		w.madeLink(s, dir, "tar")
 	case p.has("c", "create", "r", "append", "u", "update"):
 		if hasArchive {
 			w.fs(s, archive, fsReq{kind: policy.FSWrite, mode: modeTruncate, head: c.head})
@@ -395,7 +451,7 @@ func tarCmd(w *walker, s *scope, c *cmd) {
 
 func unzipCmd(w *walker, s *scope, c *cmd) {
 	w.spawn(s, c, "", true, modeled)
-	p := parseOpts(c.args, optSpec{shortVal: "dx", longVal: nil})
+	p := w.parse(c.args, optSpec{shortVal: "dx", longVal: nil})
 	if len(p.ops) > 0 {
 		w.fs(s, p.ops[0], fsReq{kind: policy.FSRead, head: c.head})
 	}
@@ -408,11 +464,12 @@ func unzipCmd(w *walker, s *scope, c *cmd) {
 	}
 	w.fs(s, dir, fsReq{kind: policy.FSWrite, mode: modeTree, head: c.head,
 		override: true, reversible: false, reason: "extracting may replace existing files"})
+	w.madeLink(s, dir, "unzip")
 }
 
 func sortCmd(w *walker, s *scope, c *cmd) {
 	w.spawn(s, c, "", true, modeled)
-	p := parseOpts(c.args, optSpec{shortVal: "ktoST", longVal: []string{"key", "field-separator", "output", "buffer-size", "temporary-directory", "files0-from"}})
+	p := w.parse(c.args, optSpec{shortVal: "ktoST", longVal: []string{"key", "field-separator", "output", "buffer-size", "temporary-directory", "files0-from"}})
 	if o, ok := p.val("o", "output"); ok {
 		w.fs(s, o, fsReq{kind: policy.FSWrite, mode: modeTruncate, head: c.head})
 	}
@@ -421,8 +478,12 @@ func sortCmd(w *walker, s *scope, c *cmd) {
 
 // deviceCmd: mkfs and partitioners write the device they are given.
 func deviceCmd(w *walker, s *scope, c *cmd) {
-	w.spawn(s, c, "", false, "formats or repartitions a device; what was on it is gone")
-	p := parseOpts(c.args, optSpec{shortVal: "tLbcCEFgGIiJjlmMNOoTUeS", longVal: []string{"type", "label"}})
+	if len(c.args) == 1 && !c.args[0].dyn && (c.args[0].val == "-l" || c.args[0].val == "--list") {
+		w.spawn(s, c, "", true, "lists partitions")
+		return
+	}
+	w.machine(s, c, "", "formats or repartitions a device; what was on it is gone")
+	p := w.parse(c.args, optSpec{shortVal: "tLbcCEFgGIiJjlmMNOoTUeS", longVal: []string{"type", "label"}})
 	for _, a := range p.ops {
 		if !a.dyn && isNumber(a.val) {
 			continue // a block count

@@ -3,6 +3,7 @@ package analyze
 import (
 	"os"
 	"path"
+	"slices"
 	"strings"
 
 	"github.com/shoal-sh/shoal/core/policy"
@@ -31,7 +32,7 @@ func (w *walker) repoRoot(dir string) string {
 }
 
 func gitCmd(w *walker, s *scope, c *cmd) {
-	p := parseOpts(c.args, optSpec{shortVal: "Cc", longVal: []string{"git-dir", "work-tree", "namespace", "config-env", "exec-path"}, stopAtOperand: true})
+	p := w.parse(c.args, optSpec{shortVal: "Cc", longVal: []string{"git-dir", "work-tree", "namespace", "config-env", "exec-path"}, stopAtOperand: true})
 	gs := s
 	if dirs := p.all("C"); len(dirs) > 0 {
 		gs = s.clone()
@@ -55,6 +56,22 @@ func gitCmd(w *walker, s *scope, c *cmd) {
 	sub := p.rest[0].val
 	args := p.rest[1:]
 	w.spawn(s, c, sub, true, modeled)
+	if gitConfigRuns(p.all("c")) || p.has("config-env", "exec-path") {
+		w.opaque(c, "git -c sets configuration that may run commands (alias.x=!…, core.pager, core.sshCommand, a filter): what runs is known only at run time")
+	}
+	for _, o := range gitRunOpts[sub] {
+		if slices.ContainsFunc(args, func(a arg) bool {
+			return !a.dyn && (a.val == o || strings.HasPrefix(a.val, o+"=") || len(o) == 2 && strings.HasPrefix(a.val, o))
+		}) {
+			w.opaque(c, "git "+sub+" "+o+" runs a command given on the command line: its effects are known only at run time")
+			break
+		}
+	}
+	if (sub == "bisect" && len(args) > 0 && args[0].val == "run") || sub == "filter-branch" ||
+		(sub == "submodule" && slices.ContainsFunc(args, func(a arg) bool { return a.val == "foreach" })) ||
+		sub == "difftool" || sub == "mergetool" {
+		w.opaque(c, "git "+sub+" runs commands Shoal does not see: their effects are known only at run time")
+	}
 
 	repo := arg{dyn: true, text: "(repository)"}
 	gitDir := repo
@@ -62,6 +79,16 @@ func gitCmd(w *walker, s *scope, c *cmd) {
 		root := w.repoRoot(gs.cwd)
 		repo = arg{val: root, text: root}
 		gitDir = arg{val: path.Join(root, ".git"), text: path.Join(root, ".git")}
+		if slices.Contains(gitRunsHooks, sub) {
+			if _, linked := w.linkedAt(gitDir.val); linked || gitHooks(root) || w.wroteBelow(gitDir.val) {
+				w.opaque(c, "git "+sub+" runs the repository's hooks (.git/hooks), whose commands Shoal does not see")
+			}
+		}
+	}
+	if slices.Contains([]string{"checkout", "switch", "reset", "pull", "merge", "rebase", "stash", "cherry-pick",
+		"revert", "am", "apply", "restore", "worktree", "submodule"}, sub) {
+		// What is checked out may hold symbolic links.
+		defer w.madeLink(gs, repo, "git "+sub)
 	}
 	write := func(target arg, r fsReq) {
 		r.kind, r.head, r.sub = policy.FSWrite, "git", sub
@@ -84,7 +111,7 @@ func gitCmd(w *walker, s *scope, c *cmd) {
 		w.net(c, gitRemote(repo, args), sub, false, false, "")
 		write(gitDir, keep("updates remote-tracking refs only"))
 	case "clone":
-		q := parseOpts(args, optSpec{shortVal: "obcju", longVal: []string{"origin", "branch", "config", "depth", "reference", "separate-git-dir", "template", "upload-pack", "jobs", "filter"}})
+		q := w.parse(args, optSpec{shortVal: "obcju", longVal: []string{"origin", "branch", "config", "depth", "reference", "separate-git-dir", "template", "upload-pack", "jobs", "filter"}})
 		if len(q.ops) > 0 {
 			w.net(c, hostArg(q.ops[0]), sub, false, false, "")
 			dest := arg{}
@@ -97,18 +124,19 @@ func gitCmd(w *walker, s *scope, c *cmd) {
 				dest = arg{val: name, text: name}
 			}
 			w.fs(gs, dest, fsReq{kind: policy.FSWrite, mode: modeCreate, head: "git", sub: sub, recursive: true})
+			w.madeLink(gs, dest, "git clone")
 		}
 	case "commit":
 		write(gitDir, keep("adds a commit; git reset HEAD~ takes it back"))
 	case "reset":
-		q := parseOpts(args, optSpec{})
+		q := w.parse(args, optSpec{})
 		if q.has("hard", "merge", "keep") {
 			write(repo, lose("discards uncommitted changes in the work tree; git has no copy of them", true))
 		} else {
 			write(gitDir, keep("moves the branch head; the reflog keeps the old one"))
 		}
 	case "clean":
-		q := parseOpts(args, optSpec{shortVal: "eq"})
+		q := w.parse(args, optSpec{shortVal: "eq"})
 		if q.has("n", "dry-run") || !q.has("f", "force") {
 			w.fs(gs, repo, fsReq{kind: policy.FSRead, head: "git", sub: sub})
 			return
@@ -123,7 +151,7 @@ func gitCmd(w *walker, s *scope, c *cmd) {
 				override: true, reversible: false, reason: "deletes untracked files; git has no copy of them"})
 		}
 	case "checkout", "restore", "switch":
-		q := parseOpts(args, optSpec{shortVal: "bBs", longVal: []string{"source", "orphan", "conflict", "pathspec-from-file"}})
+		q := w.parse(args, optSpec{shortVal: "bBs", longVal: []string{"source", "orphan", "conflict", "pathspec-from-file"}})
 		var paths []arg
 		dashdash := false
 		for i, a := range args {
@@ -152,7 +180,7 @@ func gitCmd(w *walker, s *scope, c *cmd) {
 		}
 	case "rebase", "merge", "cherry-pick", "revert", "am", "apply", "stash", "add", "mv", "init",
 		"tag", "notes", "submodule", "worktree", "config", "remote", "branch", "bisect", "switch-branch":
-		q := parseOpts(args, optSpec{shortVal: "mFcCe", longVal: []string{"message", "file"}})
+		q := w.parse(args, optSpec{shortVal: "mFcCe", longVal: []string{"message", "file"}})
 		switch {
 		case sub == "stash" && len(q.ops) > 0 && !q.ops[0].dyn && (q.ops[0].val == "drop" || q.ops[0].val == "clear"):
 			write(gitDir, fsReq{mode: modeModify, force: true, override: true, reversible: false, reason: "drops stashed changes"})
@@ -164,7 +192,7 @@ func gitCmd(w *walker, s *scope, c *cmd) {
 			write(repo, keep("rewrites the work tree from history; the reflog keeps the old head"))
 		}
 	case "rm":
-		q := parseOpts(args, optSpec{})
+		q := w.parse(args, optSpec{})
 		if q.has("cached") {
 			write(gitDir, keep("changes the index only"))
 			return
@@ -175,7 +203,7 @@ func gitCmd(w *walker, s *scope, c *cmd) {
 				override: true, reversible: true, reason: "the last commit still holds it"})
 		}
 	case "gc", "prune", "reflog", "filter-branch", "filter-repo", "replace":
-		q := parseOpts(args, optSpec{})
+		q := w.parse(args, optSpec{})
 		if sub == "reflog" && (len(q.ops) == 0 || q.ops[0].dyn || (q.ops[0].val != "expire" && q.ops[0].val != "delete")) {
 			w.fs(gs, gitDir, fsReq{kind: policy.FSRead, head: "git", sub: sub})
 			return
@@ -186,9 +214,22 @@ func gitCmd(w *walker, s *scope, c *cmd) {
 		"shortlog", "cat-file", "rev-list", "show-ref", "for-each-ref", "whatchanged", "version", "help":
 		w.fs(gs, repo, fsReq{kind: policy.FSRead, head: "git", sub: sub})
 	default:
-		// An unknown subcommand (or an alias): treat as a change to the repository.
+		// An unknown subcommand (or an alias): treat as a change to the
+		// repository, whose commands are not known.
 		write(repo, fsReq{mode: modeModify, override: true, reversible: false, reason: "a git subcommand Shoal does not model"})
+		w.opaque(c, "git "+sub+" is not a subcommand Shoal models: it may be an alias (alias.x=!…) that runs any command")
 	}
+}
+
+// gitRunOpts are, per subcommand, the options that name a command to run.
+var gitRunOpts = map[string][]string{
+	"clone":     {"--upload-pack", "-u", "--config", "-c", "--template"},
+	"fetch":     {"--upload-pack"},
+	"pull":      {"--upload-pack"},
+	"ls-remote": {"--upload-pack"},
+	"archive":   {"--exec"},
+	"push":      {"--receive-pack", "--exec"},
+	"rebase":    {"--exec", "-x"},
 }
 
 // gitRemote is the host (or name) of the remote a push/pull/fetch names.
@@ -216,7 +257,7 @@ func gitRemote(repo arg, args []arg) arg {
 }
 
 func gitPush(w *walker, s *scope, c *cmd, repo arg, args []arg) {
-	q := parseOpts(args, optSpec{shortVal: "o", longVal: []string{"repo", "receive-pack", "exec", "push-option", "signed"}})
+	q := w.parse(args, optSpec{shortVal: "o", longVal: []string{"repo", "receive-pack", "exec", "push-option", "signed"}})
 	force := q.has("f", "force", "mirror", "d", "delete", "prune")
 	for f := range q.flags {
 		if strings.HasPrefix(f, "force-with-lease") || f == "force-if-includes" {

@@ -37,14 +37,14 @@ func init() {
 		"printf": printfCmd, "export": declCmd, "declare": declCmd, "typeset": declCmd,
 		"readonly": declCmd, "local": declCmd, "set": setCmd, "shift": shiftCmd,
 		"getopts": readCmd, "time": wrapperCmd(optSpec{stopAtOperand: true}, 0),
-		"kill": killCmd, "alias": aliasCmd,
+		"kill": killCmd, "alias": aliasCmd, "hash": hashCmd, "shopt": shoptCmd,
 		// Shoal's builtins (DESIGN: evaluator builtins).
 		"ls": readsCmd(optSpec{}), "open": readsCmd(optSpec{}), "from": quiet, "out": quiet,
 		"jq":   patternFirstCmd(optSpec{shortVal: "f", longVal: []string{"arg", "argjson", "slurpfile", "rawfile", "indent", "from-file"}}, "f", "from-file"),
 		"emit": emitCmd,
 	}
-	for _, n := range []string{"echo", "true", "false", ":", "test", "[", "pwd", "type", "hash",
-		"help", "let", "shopt", "unalias", "wait", "jobs", "fg", "bg", "disown",
+	for _, n := range []string{"echo", "true", "false", ":", "test", "[", "pwd", "type",
+		"help", "let", "unalias", "wait", "jobs", "fg", "bg", "disown",
 		"return", "exit", "break", "continue", "umask", "ulimit", "times", "dirs", "caller",
 		"enable", "logout", "suspend", "complete", "compgen", "compopt", "history", "fc"} {
 		builtins[n] = quiet
@@ -82,17 +82,55 @@ func init() {
 		"dnf": pkgCmd, "yum": pkgCmd, "brew": pkgCmd, "apk": pkgCmd, "snap": pkgCmd,
 		"bundle": pkgCmd, "composer": pkgCmd,
 		"docker": clusterCmd, "podman": clusterCmd, "kubectl": clusterCmd, "helm": clusterCmd,
-		"make": makeCmd, "kill": killCmd, "pkill": killCmd, "killall": killCmd,
+		"make": makeCmd, "kill": killCmd, "pkill": killCmd, "killall": killCmd, "killall5": killCmd,
+		"link": linkCmd, "systemctl": systemctlCmd, "crontab": crontabCmd,
+		"awk": awkCmd, "gawk": awkCmd, "mawk": awkCmd, "nawk": awkCmd,
 		"mkfs": deviceCmd, "mke2fs": deviceCmd, "mkswap": deviceCmd, "wipefs": deviceCmd,
 		"fdisk": deviceCmd, "sfdisk": deviceCmd, "parted": deviceCmd,
 		"grep":  patternFirstCmd(optSpec{shortVal: "efmABCd", longVal: []string{"regexp", "file", "max-count", "after-context", "before-context", "context", "include", "exclude", "exclude-dir"}}, "e", "regexp", "f", "file"),
 		"egrep": patternFirstCmd(optSpec{shortVal: "efmABC"}, "e", "f"),
 		"fgrep": patternFirstCmd(optSpec{shortVal: "efmABC"}, "e", "f"),
 		"rg":    patternFirstCmd(optSpec{shortVal: "efgtTmABCM", longVal: []string{"regexp", "file", "glob", "type", "type-not", "max-count"}}, "e", "regexp", "f", "file"),
-		"awk":   patternFirstCmd(optSpec{shortVal: "fvF"}, "f"),
-		"gawk":  patternFirstCmd(optSpec{shortVal: "fvF"}, "f"),
 		"jq":    patternFirstCmd(optSpec{shortVal: "f", longVal: []string{"arg", "argjson", "slurpfile", "rawfile", "indent", "from-file"}}, "f", "from-file"),
 		"sort":  sortCmd,
+	}
+	power := machineCmd("stops or restarts the whole machine")
+	for _, n := range []string{"reboot", "shutdown", "poweroff", "halt", "init", "telinit", "kexec"} {
+		externals[n] = power
+	}
+	for _, n := range []string{"passwd", "chpasswd", "usermod", "useradd", "userdel", "adduser", "deluser",
+		"groupadd", "groupdel", "groupmod", "gpasswd", "chage", "chsh", "chfn", "vipw", "vigr", "newusers"} {
+		externals[n] = machineCmd("changes the machine's accounts or passwords")
+	}
+	for _, n := range []string{"blkdiscard", "sgdisk", "cfdisk", "hdparm", "nvme", "sg_format", "cryptsetup",
+		"dmsetup", "mdadm", "lvremove", "vgremove", "pvremove", "zpool", "losetup"} {
+		externals[n] = machineCmd("changes block devices directly; what was on them may be gone")
+	}
+	for _, n := range []string{"mount", "umount", "swapon", "swapoff", "sysctl", "modprobe", "insmod", "rmmod",
+		"chroot", "nsenter", "setcap"} {
+		externals[n] = machineCmd("changes the machine's mounts, kernel or process isolation")
+	}
+	for _, n := range []string{"at", "batch", "systemd-run", "launchctl", "service"} {
+		externals[n] = machineCmd("hands a command to a daemon that runs it outside the session and its confinement")
+	}
+	for _, n := range []string{"iptables", "ip6tables", "iptables-legacy", "iptables-nft", "ip6tables-legacy",
+		"ip6tables-nft", "ebtables", "arptables"} {
+		externals[n] = readsUnless("changes the machine's firewall", "-L", "--list", "-S", "--list-rules", "-n",
+			"--numeric", "-v", "--verbose", "-x", "--exact", "--line-numbers", "-t", "filter", "nat", "mangle", "raw", "security", "INPUT", "OUTPUT", "FORWARD")
+	}
+	externals["iptables-restore"] = machineCmd("changes the machine's firewall")
+	externals["ip6tables-restore"] = machineCmd("changes the machine's firewall")
+	externals["iptables-save"] = harmlessCmd
+	externals["nft"] = readsUnless("changes the machine's firewall", "list", "-a", "--handle", "-n", "-s", "--stateless",
+		"ruleset", "tables", "table", "chains", "chain", "sets", "inet", "ip", "ip6", "filter", "-j", "--json")
+	externals["ufw"] = readsUnless("changes the machine's firewall", "status", "verbose", "numbered", "version", "show", "app", "list")
+	externals["firewall-cmd"] = readsUnless("changes the machine's firewall", "--state", "--list-*", "--get-*", "--query-*", "--info-*")
+	for _, n := range []string{"vi", "vim", "nvim", "view", "vimdiff", "gvim", "ex", "ed", "red", "emacs",
+		"emacsclient", "nano", "pico", "joe", "micro", "kak", "hx", "mcedit"} {
+		externals[n] = editorCmd
+	}
+	for _, n := range []string{"csh", "tcsh", "fish", "pwsh", "powershell", "tclsh", "wish", "expect", "gdb", "jshell"} {
+		externals[n] = interpCmd
 	}
 	for _, n := range []string{"cat", "head", "tail", "less", "more", "wc", "stat", "file", "du",
 		"tree", "md5sum", "sha1sum", "sha256sum", "sha512sum", "b3sum", "cksum", "xxd", "od",
@@ -114,23 +152,42 @@ func (w *walker) call(s *scope, ce *syntax.CallExpr) {
 	if len(ce.Args) == 0 {
 		// Plain assignments set shell variables that persist in the session.
 		for _, as := range ce.Assigns {
-			s.vars[as.Name.Value] = w.assignValue(s, as)
+			w.setVar(s, as.Name.Value, w.assignValue(s, as))
 			w.envWrite("", as.Name.Value)
 		}
 		return
 	}
+	t := s
 	for _, as := range ce.Assigns {
-		// Prefix assignments (X=1 cmd) only reach the command's environment.
+		// Prefix assignments (X=1 cmd) only reach the command's
+		// environment; PATH among them changes which program runs.
 		if as.Value != nil {
 			w.substs(s, as.Value)
 		}
 		if as.Array != nil {
 			w.substs(s, as.Array)
 		}
+		if r, ok := codeVars[as.Name.Value]; ok {
+			w.codeVar(as.Name.Value, r)
+		}
+		if as.Name.Value == "PATH" {
+			if t == s {
+				t = s.clone()
+			}
+			t.vars["PATH"] = w.assignValue(s, as)
+			t.pathSet = true
+		}
 	}
 	var args []arg
 	for _, word := range ce.Args {
 		args = append(args, w.fields(s, word)...)
+	}
+	if t != s {
+		// The command runs with the new PATH; the shell keeps its own
+		// (but a builtin's cd stays).
+		w.run(t, args, true)
+		s.cwd, s.cwdKnown = t.cwd, t.cwdKnown
+		return
 	}
 	w.run(s, args, true)
 }
@@ -173,6 +230,13 @@ func (w *walker) run(s *scope, args []arg, shellLevel bool) {
 		}
 	}
 	w.heads = uniqueAppend(w.heads, c.head)
+	if !strings.Contains(c.name, "/") {
+		if why, ok := w.shadowed(s, c.name); ok {
+			w.spawn(s, c, "", false, why)
+			w.dynamicSpawn(c.head, c.name, why)
+			return
+		}
+	}
 	if strings.HasPrefix(c.head, "mkfs.") {
 		deviceCmd(w, s, c)
 		return

@@ -61,7 +61,10 @@ func hostArg(a arg) arg {
 
 func hostCmd(w *walker, s *scope, c *cmd) {
 	w.spawn(s, c, "", true, modeled)
-	p := parseOpts(c.args, optSpec{shortVal: "cipstwWqIbexXoOmlT46"})
+	p := w.parse(c.args, optSpec{shortVal: "cipstwWqIbexXoOmlT46"})
+	if (c.head == "nc" || c.head == "ncat" || c.head == "netcat") && p.has("e", "c", "exec", "sh-exec", "lua-exec") {
+		w.opaque(c, c.head+" runs a program for each connection: its effects are known only at run time")
+	}
 	for _, a := range p.ops {
 		if !a.dyn && isNumber(a.val) {
 			continue
@@ -80,7 +83,7 @@ var curlValOpts = []string{"output", "upload-file", "data", "data-binary", "data
 
 func curlCmd(w *walker, s *scope, c *cmd) {
 	w.spawn(s, c, "", true, modeled)
-	p := parseOpts(c.args, optSpec{shortVal: "oTdFXHuAebcKwmxrCDEUzyYt", longVal: curlValOpts})
+	p := w.parse(c.args, optSpec{shortVal: "oTdFXHuAebcKwmxrCDEUzyYt", longVal: curlValOpts})
 	send := p.has("d", "data", "data-binary", "data-raw", "data-urlencode", "data-ascii", "json", "F", "form", "form-string", "T", "upload-file")
 	if m, ok := p.val("X", "request"); ok && (m.dyn || !strings.EqualFold(m.val, "GET") && !strings.EqualFold(m.val, "HEAD")) {
 		send = true
@@ -134,7 +137,7 @@ func remoteName(u arg) arg {
 
 func wgetCmd(w *walker, s *scope, c *cmd) {
 	w.spawn(s, c, "", true, modeled)
-	p := parseOpts(c.args, optSpec{shortVal: "OoaPiUtTwQeBlDI", longVal: []string{"output-document", "output-file",
+	p := w.parse(c.args, optSpec{shortVal: "OoaPiUtTwQeBlDI", longVal: []string{"output-document", "output-file",
 		"append-output", "directory-prefix", "input-file", "user-agent", "tries", "timeout", "wait", "quota",
 		"execute", "base", "level", "domains", "post-data", "post-file", "method", "body-data", "body-file",
 		"header", "user", "password", "load-cookies", "save-cookies", "include-directories", "exclude-directories"}})
@@ -174,9 +177,12 @@ func wgetCmd(w *walker, s *scope, c *cmd) {
 
 func sshCmd(w *walker, s *scope, c *cmd) {
 	w.spawn(s, c, "", true, modeled)
-	p := parseOpts(c.args, optSpec{shortVal: "bcDEeFIiJLlmOopQRSWwB", stopAtOperand: true})
+	p := w.parse(c.args, optSpec{shortVal: "bcDEeFIiJLlmOopQRSWwB", stopAtOperand: true})
 	for _, f := range p.all("i", "F") {
 		w.fs(s, f, fsReq{kind: policy.FSRead, head: c.head})
+	}
+	if sshOptsRun(p.all("o")) || p.has("F") {
+		w.opaque(c, "ssh is told to run a local command (ProxyCommand, LocalCommand, a config file): its effects are known only at run time")
 	}
 	if len(p.rest) == 0 {
 		return
@@ -216,16 +222,22 @@ func remote(a arg) (arg, bool) {
 
 func scpCmd(w *walker, s *scope, c *cmd) {
 	w.spawn(s, c, "", true, modeled)
-	p := parseOpts(c.args, optSpec{shortVal: "cFiJloPSDX"})
+	p := w.parse(c.args, optSpec{shortVal: "cFiJloPSDX"})
+	if p.has("S", "F") || sshOptsRun(p.all("o")) {
+		w.opaque(c, "scp is told to run another program (-S, ProxyCommand, a config file): its effects are known only at run time")
+	}
 	copyFiles(w, s, c, p.ops, p.has("r"), false)
 }
 
 func rsyncCmd(w *walker, s *scope, c *cmd) {
 	w.spawn(s, c, "", true, modeled)
-	p := parseOpts(c.args, optSpec{shortVal: "eTBfM", longVal: []string{"rsh", "exclude", "include", "exclude-from",
+	p := w.parse(c.args, optSpec{shortVal: "eTBfM", longVal: []string{"rsh", "exclude", "include", "exclude-from",
 		"include-from", "filter", "files-from", "temp-dir", "backup-dir", "suffix", "chmod", "chown", "rsync-path",
 		"log-file", "password-file", "partial-dir", "compare-dest", "copy-dest", "link-dest", "max-size", "min-size",
 		"timeout", "bwlimit", "port", "out-format", "info", "debug"}})
+	if p.has("e", "rsh", "rsync-path") {
+		w.opaque(c, "rsync is told to run another program (-e, --rsh, --rsync-path): its effects are known only at run time")
+	}
 	del := false
 	for f := range p.flags {
 		if strings.HasPrefix(f, "delete") || f == "remove-source-files" {
@@ -282,6 +294,9 @@ func copyFiles(w *walker, s *scope, c *cmd, ops []arg, rec, del bool) {
 		mode = modeTree
 	}
 	w.fs(s, dest, fsReq{kind: policy.FSWrite, mode: mode, head: c.head, recursive: rec})
+	if rec {
+		defer w.madeLink(s, dest, c.head)
+	}
 	if del {
 		w.fs(s, dest, fsReq{kind: policy.FSDelete, mode: modeDelete, head: c.head, recursive: true})
 	}

@@ -26,6 +26,19 @@ type parsed struct {
 	// dyn: a dynamic argument stood where options are read; it may be any
 	// option at all.
 	dyn bool
+	// long holds the long options given (--name), which GNU programs
+	// accept abbreviated: --recu is --recursive.
+	long map[string]bool
+	// w, when set, is told of each abbreviation read as a full name.
+	w *walker
+}
+
+// parse is parseOpts for a command the walker analyzes: abbreviated long
+// options it reads as full names are noted in the plan.
+func (w *walker) parse(args []arg, spec optSpec) parsed {
+	p := parseOpts(args, spec)
+	p.w = w
+	return p
 }
 
 func parseOpts(args []arg, spec optSpec) parsed {
@@ -55,6 +68,10 @@ func parseOpts(args []arg, spec optSpec) parsed {
 			return p
 		case strings.HasPrefix(a.val, "--") && len(a.val) > 2:
 			name, v, has := strings.Cut(a.val[2:], "=")
+			if p.long == nil {
+				p.long = map[string]bool{}
+			}
+			p.long[name] = true
 			switch {
 			case has:
 				p.vals[name] = append(p.vals[name], arg{val: v, text: a.text})
@@ -88,14 +105,46 @@ func parseOpts(args []arg, spec optSpec) parsed {
 	return p
 }
 
-// has reports whether any of the named options was given.
+// has reports whether any of the named options was given, a long one
+// possibly abbreviated.
 func (p *parsed) has(names ...string) bool {
 	for _, n := range names {
 		if p.flags[n] > 0 || len(p.vals[n]) > 0 {
 			return true
 		}
 	}
+	for _, n := range names {
+		if k, ok := p.abbrev(n); ok && (p.flags[k] > 0 || len(p.vals[k]) > 0) {
+			return true
+		}
+	}
 	return false
+}
+
+// abbrev finds a long option given as an abbreviation of name (--recu for
+// recursive). A program refuses an ambiguous abbreviation, so taking it
+// for name is never less than what runs.
+func (p *parsed) abbrev(name string) (string, bool) {
+	if len(name) < 2 {
+		return "", false
+	}
+	for _, k := range sortedKeys(p.long) {
+		if len(k) < len(name) && strings.HasPrefix(name, k) {
+			if p.w != nil {
+				p.w.unsure("--" + k + " is read as --" + name + ": GNU programs accept abbreviated long options")
+			}
+			return k, true
+		}
+	}
+	return "", false
+}
+
+func sortedKeys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return sortedStrings(out)
 }
 
 // val returns the last value given to any of the named options.
@@ -103,6 +152,13 @@ func (p *parsed) val(names ...string) (arg, bool) {
 	for _, n := range names {
 		if v := p.vals[n]; len(v) > 0 {
 			return v[len(v)-1], true
+		}
+	}
+	for _, n := range names {
+		if k, ok := p.abbrev(n); ok {
+			if v := p.vals[k]; len(v) > 0 {
+				return v[len(v)-1], true
+			}
 		}
 	}
 	return arg{}, false
@@ -113,6 +169,9 @@ func (p *parsed) all(names ...string) []arg {
 	var out []arg
 	for _, n := range names {
 		out = append(out, p.vals[n]...)
+		if k, ok := p.abbrev(n); ok && k != n {
+			out = append(out, p.vals[k]...)
+		}
 	}
 	return out
 }

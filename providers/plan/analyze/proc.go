@@ -13,7 +13,7 @@ func sudoCmd(w *walker, s *scope, c *cmd) {
 	if c.head == "doas" {
 		spec = optSpec{shortVal: "uC", stopAtOperand: true}
 	}
-	p := parseOpts(c.args, spec)
+	p := w.parse(c.args, spec)
 	t := s
 	if d, ok := p.val("D", "chdir"); ok {
 		t = s.clone()
@@ -40,7 +40,7 @@ func sudoCmd(w *walker, s *scope, c *cmd) {
 }
 
 func envCmd(w *walker, s *scope, c *cmd) {
-	p := parseOpts(c.args, optSpec{shortVal: "uCS", longVal: []string{"unset", "chdir", "split-string"}, stopAtOperand: true})
+	p := w.parse(c.args, optSpec{shortVal: "uCS", longVal: []string{"unset", "chdir", "split-string"}, stopAtOperand: true})
 	t := s
 	if d, ok := p.val("C", "chdir"); ok {
 		t = s.clone()
@@ -57,6 +57,9 @@ func envCmd(w *walker, s *scope, c *cmd) {
 			return
 		}
 		extra, _ := argVals(p.rest)
+		// env -S splits by its own rules (escapes, ${VAR}), which are
+		// close to the shell's but not the same.
+		w.opaque(c, "env -S splits its string by its own rules, not the shell's: the command may differ from what is shown")
 		w.source(t, split.val+" "+strings.Join(extra, " "), "env", "env -S", false, nil)
 		return
 	}
@@ -74,7 +77,7 @@ func envCmd(w *walker, s *scope, c *cmd) {
 
 func flockCmd(w *walker, s *scope, c *cmd) {
 	w.spawn(s, c, "", true, modeled)
-	p := parseOpts(c.args, optSpec{shortVal: "wEc", longVal: []string{"timeout", "conflict-exit-code", "command"}, stopAtOperand: true})
+	p := w.parse(c.args, optSpec{shortVal: "wEc", longVal: []string{"timeout", "conflict-exit-code", "command"}, stopAtOperand: true})
 	if len(p.rest) == 0 {
 		return
 	}
@@ -92,7 +95,7 @@ func flockCmd(w *walker, s *scope, c *cmd) {
 
 func watchCmd(w *walker, s *scope, c *cmd) {
 	w.spawn(s, c, "", true, modeled)
-	p := parseOpts(c.args, optSpec{shortVal: "nqd", longVal: []string{"interval", "differences"}, stopAtOperand: true})
+	p := w.parse(c.args, optSpec{shortVal: "nqd", longVal: []string{"interval", "differences"}, stopAtOperand: true})
 	vals, ok := argVals(p.rest)
 	if !ok {
 		w.dynamicSpawn(c.head, joinText(p.rest), "the command is known only at run time")
@@ -106,6 +109,27 @@ func watchCmd(w *walker, s *scope, c *cmd) {
 // shellCmd: sh -c TEXT, sh SCRIPT, or sh reading its program from stdin.
 func shellCmd(w *walker, s *scope, c *cmd) {
 	w.spawn(s, c, "", true, modeled)
+	startup := "BASH_ENV"
+	if c.head != "bash" {
+		startup = "ENV"
+	}
+	if v, ok := s.vars[startup]; ok && (!v.known || v.val != "") {
+		w.opaque(c, c.head+" runs the file $"+startup+" names first, which Shoal does not read")
+	} else if !ok && w.env.Lookup != nil {
+		if v, set := w.env.Lookup(startup); set && v != "" {
+			w.opaque(c, c.head+" runs the file $"+startup+" ("+v+") first, which Shoal does not read")
+		}
+	}
+	for _, a := range c.args {
+		if !a.dyn && (a.val == "--rcfile" || a.val == "--init-file" || a.val == "--login" || a.val == "-l" || a.val == "-i" ||
+			strings.HasPrefix(a.val, "-") && !strings.HasPrefix(a.val, "--") && strings.ContainsAny(a.val, "il")) {
+			w.opaque(c, c.head+" runs start-up files (~/.bashrc, ~/.profile, --rcfile) whose commands Shoal does not read")
+			break
+		}
+		if !a.dyn && !strings.HasPrefix(a.val, "-") {
+			break
+		}
+	}
 	var (
 		code     *arg
 		operands []arg
@@ -190,12 +214,18 @@ func interpCmd(w *walker, s *scope, c *cmd) {
 		"ruby": {"-e"}, "node": {"-e", "--eval", "-p", "--print"}, "nodejs": {"-e", "--eval", "-p", "--print"},
 		"php": {"-r"}, "lua": {"-e"}, "deno": {"eval"}, "bun": {"-e", "--eval"}, "osascript": {"-e"}, "Rscript": {"-e"},
 	}[c.head]
+	if inline == nil {
+		// Other interpreters (csh, fish, expect, gdb…): code on the
+		// command line through any option.
+		inline = []string{"-c", "-e", "-x", "-ex", "-Command", "-f"}
+	}
 	for _, a := range c.args {
 		if a.dyn {
 			continue
 		}
 		for _, flag := range inline {
-			if a.val == flag || (len(flag) == 2 && strings.HasPrefix(a.val, flag) && !strings.HasPrefix(a.val, "--")) {
+			// Short options cluster: perl -ne, python -Bc.
+			if a.val == flag || (len(flag) == 2 && strings.HasPrefix(a.val, "-") && !strings.HasPrefix(a.val, "--") && strings.Contains(a.val[1:], flag[1:])) {
 				w.spawn(s, c, "", false, modeled)
 				w.dynamicSpawn(c.head, c.head+" "+joinText(c.args), "runs inline "+c.head+" code whose effects Shoal cannot see")
 				return
@@ -246,7 +276,7 @@ var installSubs = []string{"install", "i", "add", "ci", "get", "remove", "rm", "
 
 // pkgCmd: package managers; the subcommand decides.
 func pkgCmd(w *walker, s *scope, c *cmd) {
-	p := parseOpts(c.args, optSpec{shortVal: "Cf", longVal: []string{"prefix", "registry", "index-url", "manifest-path", "target"}, stopAtOperand: true})
+	p := w.parse(c.args, optSpec{shortVal: "Cf", longVal: []string{"prefix", "registry", "index-url", "manifest-path", "target"}, stopAtOperand: true})
 	if len(p.rest) == 0 {
 		w.spawn(s, c, "", true, modeled)
 		return
@@ -275,7 +305,7 @@ var inspectSubs = []string{"ps", "images", "inspect", "logs", "version", "info",
 
 // clusterCmd: docker, podman, kubectl, helm.
 func clusterCmd(w *walker, s *scope, c *cmd) {
-	p := parseOpts(c.args, optSpec{shortVal: "Hcnls", longVal: []string{"host", "context", "config", "namespace",
+	p := w.parse(c.args, optSpec{shortVal: "Hcnls", longVal: []string{"host", "context", "config", "namespace",
 		"cluster", "kubeconfig", "server", "user", "as", "log-level", "kube-context"}, stopAtOperand: true})
 	if len(p.rest) == 0 {
 		w.spawn(s, c, "", true, "prints usage")
@@ -295,7 +325,7 @@ func clusterCmd(w *walker, s *scope, c *cmd) {
 }
 
 func makeCmd(w *walker, s *scope, c *cmd) {
-	p := parseOpts(c.args, optSpec{shortVal: "CfIjlWo", longVal: []string{"directory", "file", "makefile", "include-dir", "jobs", "load-average", "what-if", "old-file"}})
+	p := w.parse(c.args, optSpec{shortVal: "CfIjlWo", longVal: []string{"directory", "file", "makefile", "include-dir", "jobs", "load-average", "what-if", "old-file"}})
 	sub := ""
 	for _, a := range p.ops {
 		if !a.dyn && !strings.Contains(a.val, "=") {

@@ -45,11 +45,31 @@ type walker struct {
 	roots        map[string]string // repoRoot cache
 	path         map[string]bool   // onPath cache
 	parser       *syntax.Parser
+
+	// notes say what the analysis could not know, for the plan's
+	// uncertain list.
+	notes []string
+	// links are the places the source itself makes links at (ln, cp -s,
+	// an extracted archive, a checkout): what is below them is only known
+	// at run time.
+	links []linkArea
+	// cdable: `shopt -s cdable_vars` ran, so `cd NAME` may go to $NAME.
+	cdable bool
+	// hashed are command names `hash -p` pointed at another file.
+	hashed map[string]bool
 }
 
 type frame struct {
 	name string
 	cond int // conditional nesting at entry
+	// locals are the variables the function declared local, with the
+	// values they had before; they come back when it returns.
+	locals map[string]savedVar
+}
+
+type savedVar struct {
+	v   varVal
+	had bool
 }
 
 // varVal is what the analyzer knows of a shell variable the source sets.
@@ -71,6 +91,11 @@ type scope struct {
 	params      []string
 	paramsKnown bool
 	cond        int
+	// namerefs: a `declare -n` ran; any assignment may change another
+	// variable, so no variable's value is known from then on.
+	namerefs bool
+	// pathSet: the source assigned PATH.
+	pathSet bool
 }
 
 func newWalker(env Env) *walker {
@@ -104,6 +129,8 @@ func (s *scope) merge(branches ...*scope) {
 		if !b.cwdKnown || b.cwd != s.cwd {
 			s.cwdKnown = false
 		}
+		s.namerefs = s.namerefs || b.namerefs
+		s.pathSet = s.pathSet || b.pathSet
 		for k, v := range b.vars {
 			if old, ok := s.vars[k]; !ok || old != v {
 				s.vars[k] = varVal{}
@@ -127,6 +154,10 @@ func (w *walker) step() bool {
 }
 
 func (w *walker) add(e Effect) { w.fx = append(w.fx, e) }
+
+// unsure records something the analysis could not know, in words for the
+// plan's uncertain list.
+func (w *walker) unsure(reason string) { w.notes = uniqueAppend(w.notes, reason) }
 
 func (w *walker) dynamicSpawn(head, target, reason string) {
 	w.add(Effect{
@@ -172,10 +203,16 @@ func (w *walker) command(s *scope, cmd syntax.Command) {
 	case *syntax.IfClause:
 		w.ifClause(s, x)
 	case *syntax.WhileClause:
+		links := len(w.links)
 		w.stmts(s, x.Cond)
 		body := s.clone()
 		body.cond++
 		w.stmts(body, x.Do)
+		if len(w.links) > links {
+			// A link made in one round is there in the next.
+			w.stmts(s, x.Cond)
+			w.stmts(body, x.Do)
+		}
 		body.cond--
 		s.merge(body)
 	case *syntax.ForClause:
@@ -223,8 +260,10 @@ func (w *walker) command(s *scope, cmd syntax.Command) {
 		w.stmt(s.clone(), x.Body)
 	default:
 		// Arithmetic, [[ ]] tests, let: no effects of their own, but any
-		// command substitution inside them runs.
+		// command substitution inside them runs, and an arithmetic
+		// assignment changes a variable.
 		w.substs(s, cmd)
+		w.arithAssigns(s, cmd)
 	}
 }
 
@@ -280,15 +319,24 @@ func (w *walker) forClause(s *scope, x *syntax.ForClause) {
 		b := s.clone()
 		b.cond++
 		b.vars[name] = varVal{}
+		links := len(w.links)
 		w.stmts(b, x.Do)
+		if len(w.links) > links {
+			w.stmts(b, x.Do)
+		}
 		b.cond--
 		s.merge(b)
 		s.vars[name] = varVal{}
 	case *syntax.CStyleLoop:
 		w.substs(s, loop)
+		w.arithAssigns(s, loop)
 		b := s.clone()
 		b.cond++
+		links := len(w.links)
 		w.stmts(b, x.Do)
+		if len(w.links) > links {
+			w.stmts(b, x.Do)
+		}
 		b.cond--
 		s.merge(b)
 	}
@@ -296,6 +344,24 @@ func (w *walker) forClause(s *scope, x *syntax.ForClause) {
 
 func (w *walker) decl(s *scope, x *syntax.DeclClause) {
 	variant := x.Variant.Value
+	// declare and typeset make function-local variables too, unless -g.
+	local := variant == "local"
+	global := false
+	nameref := false
+	for _, as := range x.Args {
+		if as.Name == nil && as.Value != nil {
+			if lit := as.Value.Lit(); strings.HasPrefix(lit, "-") {
+				global = global || strings.Contains(lit, "g")
+				nameref = nameref || strings.Contains(lit, "n")
+			}
+		}
+	}
+	if (variant == "declare" || variant == "typeset") && !global {
+		local = len(w.frames) > 0
+	}
+	if nameref {
+		w.nameref(s)
+	}
 	for _, as := range x.Args {
 		if as.Name == nil {
 			// `export "$X"`, or an option like -x.
@@ -307,27 +373,116 @@ func (w *walker) decl(s *scope, x *syntax.DeclClause) {
 					case strings.HasPrefix(a.val, "-") || strings.HasPrefix(a.val, "+"):
 					default:
 						name, val, hasVal := strings.Cut(a.val, "=")
-						if hasVal {
-							s.vars[name] = varVal{val: val, known: true}
+						if local {
+							w.makeLocal(s, name)
 						}
-						w.envWrite(variant, name)
+						if hasVal {
+							w.setVar(s, name, varVal{val: val, known: true})
+						}
+						if !local {
+							w.envWrite(variant, name)
+						}
 					}
 				}
 			}
 			continue
 		}
 		name := as.Name.Value
+		if local {
+			w.makeLocal(s, name)
+		}
 		if as.Naked && as.Value == nil && as.Array == nil {
-			if variant != "local" {
+			if local {
+				// `local x` starts x unset in the function.
+				s.vars[name] = varVal{known: true}
+			} else {
 				w.envWrite(variant, name)
 			}
 			continue
 		}
-		s.vars[name] = w.assignValue(s, as)
-		if variant != "local" {
+		w.setVar(s, name, w.assignValue(s, as))
+		if !local {
 			w.envWrite(variant, name)
 		}
 	}
+}
+
+// setVar records an assignment the source makes. Under a nameref any
+// assignment may land elsewhere, so nothing assigned is known; some
+// variables change what later commands do, and the plan says so.
+func (w *walker) setVar(s *scope, name string, v varVal) {
+	if s.namerefs {
+		v = varVal{}
+	}
+	s.vars[name] = v
+	switch name {
+	case "PATH":
+		s.pathSet = true
+	case "IFS":
+		if !v.known || v.val != defaultIFS {
+			w.unsure("IFS is assigned: how unquoted words split is known only at run time")
+		}
+	case "CDPATH":
+		w.unsure("CDPATH is assigned: a relative cd may go to another directory")
+	}
+	if r, ok := codeVars[name]; ok {
+		w.codeVar(name, r)
+	}
+}
+
+// nameref notes a `declare -n`: from here on an assignment to one name
+// may change another, so every variable is unknown.
+func (w *walker) nameref(s *scope) {
+	if !s.namerefs {
+		s.namerefs = true
+		for k := range s.vars {
+			s.vars[k] = varVal{}
+		}
+	}
+	w.unsure("declare -n makes a name refer to another variable: variable values are known only at run time")
+}
+
+// makeLocal saves a variable's value on the innermost function's frame,
+// once, so that it comes back when the function returns.
+func (w *walker) makeLocal(s *scope, name string) {
+	if len(w.frames) == 0 {
+		return
+	}
+	f := &w.frames[len(w.frames)-1]
+	if f.locals == nil {
+		f.locals = map[string]savedVar{}
+	}
+	if _, saved := f.locals[name]; saved {
+		return
+	}
+	v, had := s.vars[name]
+	f.locals[name] = savedVar{v: v, had: had}
+}
+
+// arithAssigns marks the variables an arithmetic expression assigns
+// (x=1, x+=2, x++) as unknown: the analyzer does not evaluate them.
+func (w *walker) arithAssigns(s *scope, node syntax.Node) {
+	syntax.Walk(node, func(n syntax.Node) bool {
+		var word *syntax.Word
+		switch n := n.(type) {
+		case *syntax.BinaryArithm:
+			switch n.Op {
+			case syntax.Assgn, syntax.AddAssgn, syntax.SubAssgn, syntax.MulAssgn, syntax.QuoAssgn, syntax.RemAssgn,
+				syntax.AndAssgn, syntax.OrAssgn, syntax.XorAssgn, syntax.ShlAssgn, syntax.ShrAssgn:
+				word, _ = n.X.(*syntax.Word)
+			}
+		case *syntax.UnaryArithm:
+			if n.Op == syntax.Inc || n.Op == syntax.Dec {
+				word, _ = n.X.(*syntax.Word)
+			}
+		}
+		if word != nil {
+			if name := word.Lit(); name != "" {
+				s.vars[name] = varVal{}
+			}
+		}
+		return true
+	})
 }
 
 func (w *walker) envWrite(variant, name string) {
@@ -377,6 +532,9 @@ var errSubst = errors.New("command substitution")
 // dynamic.
 func (w *walker) fields(s *scope, word *syntax.Word) []arg {
 	w.substs(s, word)
+	if w.ifsUnknown(s) && splitsOnIFS(word) {
+		return []arg{{dyn: true, text: printWord(word)}}
+	}
 	if braceFields(word) > maxFields {
 		// {1..100000000} would expand to more words than any plan can
 		// show; treat it like anything else too big to know.
@@ -389,7 +547,7 @@ func (w *walker) fields(s *scope, word *syntax.Word) []arg {
 		ProcSubst: func(*syntax.ProcSubst) (string, error) { return "/dev/fd/63", nil },
 	}
 	vals, err := expand.Fields(cfg, word)
-	if err != nil || missed || (!s.cwdKnown && usesPWD(word)) {
+	if err != nil || missed || ((!s.cwdKnown || s.namerefs) && usesPWD(word)) {
 		// Only a dynamic word shows its source text; printing is costly.
 		return []arg{{dyn: true, text: printWord(word)}}
 	}
@@ -414,7 +572,7 @@ func (w *walker) literal(s *scope, word *syntax.Word) (string, bool) {
 		ProcSubst: func(*syntax.ProcSubst) (string, error) { return "/dev/fd/63", nil },
 	}
 	v, err := expand.Literal(cfg, word)
-	if err != nil || missed || (!s.cwdKnown && usesPWD(word)) {
+	if err != nil || missed || ((!s.cwdKnown || s.namerefs) && usesPWD(word)) {
 		return "", false
 	}
 	return v, true
@@ -573,7 +731,9 @@ func (e *scopeEnv) Get(name string) expand.Variable {
 	str := func(v string) expand.Variable { return expand.Variable{Set: true, Kind: expand.String, Str: v} }
 	switch name {
 	case "IFS":
-		return expand.Variable{} // the default IFS
+		// The default IFS; words an unknown IFS would split are dynamic
+		// before they get here (see fields).
+		return expand.Variable{}
 	case "PWD":
 		// The expander reads PWD for globbing on every word; only an
 		// explicit $PWD makes a word depend on it (see usesPWD).
@@ -582,7 +742,7 @@ func (e *scopeEnv) Get(name string) expand.Variable {
 		}
 		return expand.Variable{}
 	case "HOME":
-		if e.w.env.Home != "" {
+		if _, assigned := e.s.vars["HOME"]; !assigned && !e.s.namerefs && e.w.env.Home != "" {
 			return str(e.w.env.Home)
 		}
 	case "@", "*":
@@ -601,6 +761,10 @@ func (e *scopeEnv) Get(name string) expand.Variable {
 			}
 			return expand.Variable{}
 		}
+		*e.missed = true
+		return expand.Variable{}
+	}
+	if e.s.namerefs {
 		*e.missed = true
 		return expand.Variable{}
 	}
@@ -727,6 +891,15 @@ func (w *walker) callFunc(s *scope, name string, body *syntax.Stmt, args []arg) 
 		s.params, s.paramsKnown = argVals(args)
 		w.stmt(s, body)
 		s.params, s.paramsKnown = oldP, oldK
+		// Local variables end with the call: the caller sees its own
+		// values again.
+		for k, sv := range w.frames[len(w.frames)-1].locals {
+			if sv.had {
+				s.vars[k] = sv.v
+			} else {
+				delete(s.vars, k)
+			}
+		}
 		w.frames = w.frames[:len(w.frames)-1]
 	})
 }
