@@ -95,6 +95,24 @@ func (t *Transcript) Reserve(session string) (Entry, error) {
 	return e.Entry, nil
 }
 
+// Unreserve gives back a reserved out:N that will never be filled (its
+// execution was refused before it ran). When no later number was handed
+// out meanwhile, the number is used again, so a refusal leaves no gap.
+func (t *Transcript) Unreserve(session string, n int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	log := t.sessions[session]
+	if log == nil {
+		return
+	}
+	if e := log.entries[n]; e != nil && e.pending {
+		delete(log.entries, n)
+		if log.next == n+1 {
+			log.next = n
+		}
+	}
+}
+
 // Fill stores the value of a reserved out:N.
 func (t *Transcript) Fill(session string, n int, v value.Value, marks []string) (Entry, error) {
 	if v == nil {

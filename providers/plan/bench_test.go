@@ -68,7 +68,7 @@ func BenchmarkPlanCreate(b *testing.B) {
 		r := newRig(b)
 		c := r.caller("main", "agent:a")
 		for b.Loop() {
-			_ = r.p.CheckExec(r.ctx, c, nil, script20, r.dir)
+			_ = r.p.CheckExec(r.ctx, c, nil, script20, r.dir, nil, nil)
 		}
 	})
 }
@@ -78,6 +78,6 @@ func BenchmarkCheckTrue(b *testing.B) {
 	c := r.caller("main", "agent:a")
 	f, _ := syntax.NewParser().Parse(strings.NewReader("/bin/true"), "")
 	for b.Loop() {
-		_ = r.p.CheckExec(r.ctx, c, f, "/bin/true", r.dir)
+		_ = r.p.CheckExec(r.ctx, c, f, "/bin/true", r.dir, nil, nil)
 	}
 }

@@ -2,7 +2,6 @@ package plan
 
 import (
 	"context"
-	"errors"
 
 	"github.com/shoal-sh/shoal/core"
 	"github.com/shoal-sh/shoal/core/policy"
@@ -26,9 +25,12 @@ func Check(pol *policy.Policy, principal, src string, env analyze.Env, ctx polic
 // it names what needs a look and says how to go on.
 func Refusal(d policy.Decision) *rpc.Error {
 	var msg string
-	if d.Verdict == policy.Deny {
+	switch outside := outsideOnly(d); {
+	case d.Verdict == policy.Deny:
 		msg = "the policy denies this source (" + d.Summary() + "); it cannot run, and no approval can change that: change the source"
-	} else {
+	case outside != "":
+		msg = outside
+	default:
 		msg = "this source needs a plan: the policy says ask (" + d.Summary() + "). Call plan.create {source} (MCP: shoal_plan) to see every effect, have a principal with the Approve grant approve it, then run it with plan.apply (MCP: shoal_apply)"
 	}
 	return &rpc.Error{Code: rpc.PolicyRefused, Message: msg, Data: map[string]any{
@@ -38,25 +40,43 @@ func Refusal(d policy.Decision) *rpc.Error {
 
 // CheckExec implements the session provider's PolicyCheck: nil when the
 // caller may run source in cwd without a plan, POLICY_REFUSED otherwise.
-// file is source already parsed as bash, or nil to parse it here. A
-// source that does not parse is refused as invalid params, so it never
-// runs unvetted.
-func (p *Provider) CheckExec(_ context.Context, c *core.Caller, file *syntax.File, source, cwd string) error {
-	env, dctx := p.scope(c, cwd)
-	var d policy.Decision
-	if file != nil {
-		d = p.Policy().Decide(c.Principal, analyze.AnalyzeFile(file, env).PolicyEffects(), dctx)
-	} else {
-		var err error
-		if d, _, err = Check(p.Policy(), c.Principal, source, env, dctx); err != nil {
-			if errors.Is(err, analyze.ErrSyntax) {
-				return syntaxError(err)
-			}
-			return err
-		}
+// file is source already parsed as bash, or nil to parse it here; vars and
+// funcs give the session's variables and functions as the run will see
+// them (nil: as the sessions service has them now). A source that does
+// not parse is refused as invalid params, so it never runs unvetted.
+func (p *Provider) CheckExec(_ context.Context, c *core.Caller, file *syntax.File, source, cwd string,
+	vars func(string) (string, bool), funcs func(string) (*syntax.Stmt, bool)) error {
+	d, err := p.judge(c, file, source, cwd, vars, funcs)
+	if err != nil {
+		return err
 	}
 	if d.Verdict == policy.Allow {
 		return nil
 	}
 	return Refusal(d)
+}
+
+// judge is CheckExec's decision.
+func (p *Provider) judge(c *core.Caller, file *syntax.File, source, cwd string,
+	vars func(string) (string, bool), funcs func(string) (*syntax.Stmt, bool)) (policy.Decision, error) {
+	env, dctx, b := p.scope(c, cwd)
+	if vars != nil {
+		env.Lookup = vars
+		if h, ok := vars("HOME"); ok && h != "" && h[0] == '/' {
+			env.Home, dctx.Home = h, h
+		}
+	}
+	if funcs != nil {
+		env.Func = funcs
+	}
+	var an *analyze.Analysis
+	if file != nil {
+		an = analyze.AnalyzeFile(file, env)
+	} else {
+		var err error
+		if an, err = analyze.Analyze(source, env); err != nil {
+			return policy.Decision{}, syntaxError(err)
+		}
+	}
+	return p.bound(p.Policy().Decide(c.Principal, an.PolicyEffects(), dctx), an, b), nil
 }

@@ -64,12 +64,12 @@ func (p *Provider) Create(_ context.Context, c *core.Caller, source string) (Rec
 	if strings.TrimSpace(source) == "" {
 		return Record{}, rpc.Errorf(rpc.InvalidParams, "source is empty: give the shell source to plan, e.g. {\"source\": \"rm -rf build\"}")
 	}
-	env, dctx := p.scope(c, "")
+	env, dctx, b := p.scope(c, "")
 	an, err := analyze.Analyze(source, env)
 	if err != nil {
 		return Record{}, syntaxError(err)
 	}
-	d := p.Policy().Decide(c.Principal, an.PolicyEffects(), dctx)
+	d := p.bound(p.Policy().Decide(c.Principal, an.PolicyEffects(), dctx), an, b)
 	approval := NotRequired
 	if d.Verdict == policy.Ask {
 		approval = Pending
@@ -84,6 +84,7 @@ func (p *Provider) Create(_ context.Context, c *core.Caller, source string) (Rec
 			Reversible:    an.Reversible,
 			Estimates:     an.Estimates,
 			Dynamic:       an.Dynamic,
+			Uncertain:     an.Uncertain,
 			Verdict:       d.Verdict,
 			Reasons:       d.Reasons,
 			Approval:      approval,
@@ -361,7 +362,7 @@ func (p *Provider) Apply(ctx context.Context, c *core.Caller, ref string, timeou
 // fresh checks that plan e still describes what applying it would do.
 func (p *Provider) fresh(c *core.Caller, e *entry) error {
 	rec := e.rec
-	env, _ := p.scope(c, "")
+	env, _, _ := p.scope(c, "")
 	if env.Cwd != rec.Cwd {
 		return rpc.Errorf(rpc.PlanStale, "plan %s was made in %s but the session is now in %s; cd back or make a new plan", rec.Ref, rec.Cwd, env.Cwd)
 	}

@@ -89,11 +89,14 @@ type Record struct {
 	Reversible    bool             `json:"reversible"`
 	Estimates     analyze.Estimate `json:"estimates"`
 	Dynamic       bool             `json:"dynamic"`
-	Verdict       string           `json:"verdict"`
-	Reasons       []policy.Reason  `json:"reasons"`
-	Approval      string           `json:"approval"`
-	ApprovedBy    string           `json:"approved_by,omitempty"`
-	RejectedBy    string           `json:"rejected_by,omitempty"`
+	// Uncertain says what the analysis could not know (see
+	// analyze.Analysis.Uncertain); a plan with any is never reversible.
+	Uncertain  []string        `json:"uncertain"`
+	Verdict    string          `json:"verdict"`
+	Reasons    []policy.Reason `json:"reasons"`
+	Approval   string          `json:"approval"`
+	ApprovedBy string          `json:"approved_by,omitempty"`
+	RejectedBy string          `json:"rejected_by,omitempty"`
 	// DecisionReason is the reason the approver or rejecter gave.
 	DecisionReason string `json:"decision_reason,omitempty"`
 	Decided        int64  `json:"decided,omitempty"`
@@ -115,9 +118,10 @@ type entry struct {
 
 // Provider serves the plan family.
 type Provider struct {
-	host   *core.Host
-	policy *policy.Policy
-	now    func() time.Time
+	host     *core.Host
+	policy   *policy.Policy
+	writable WritableRules // nil: no [sandbox] rules offered
+	now      func() time.Time
 
 	mu       sync.Mutex
 	plans    map[string]*entry // by hex
@@ -152,6 +156,9 @@ func (p *Provider) Provision(h *core.Host) error {
 			return err
 		}
 		p.policy = pol
+	}
+	if w, err := core.Lookup[WritableRules](h, ServiceWritable); err == nil {
+		p.writable = w
 	}
 	h.Provide(ServicePolicyCheck, p)
 	return nil
@@ -333,12 +340,15 @@ func (p *Provider) visible(c *core.Caller) []Record {
 // envFor is the analyzer's view of c's session with the given cwd (the
 // session's live one when empty).
 func (p *Provider) envFor(c *core.Caller, cwd string) analyze.Env {
-	env, _ := p.scope(c, cwd)
+	env, _, _ := p.scope(c, cwd)
 	return env
 }
 
-// scope is what the analyzer and the policy need to know of c's session.
-func (p *Provider) scope(c *core.Caller, cwd string) (analyze.Env, policy.DecideContext) {
+// scope is what the analyzer and the policy need to know of c's session:
+// the analyzer's view (cwd, variables, functions), the policy's anchors
+// (`.` is the session's workspace when the sessions service says which,
+// else the cwd), and the session's confinement.
+func (p *Provider) scope(c *core.Caller, cwd string) (analyze.Env, policy.DecideContext, bounds) {
 	if cwd == "" && p.host != nil {
 		if s, err := core.Lookup[SessionCwd](p.host, serviceSessions); err == nil {
 			cwd = s.Cwd(c.Session)
@@ -362,7 +372,19 @@ func (p *Provider) scope(c *core.Caller, cwd string) (analyze.Env, policy.Decide
 			env.Func = func(name string) (*syntax.Stmt, bool) { return sf.Func(session, name) }
 		}
 	}
-	return env, policy.DecideContext{Cwd: env.Cwd, Home: env.Home, Resolve: realDir}
+	dctx := policy.DecideContext{Cwd: env.Cwd, Home: env.Home, Resolve: realDir}
+	var b bounds
+	if p.host != nil {
+		if sb, err := core.Lookup[SessionBounds](p.host, serviceSessions); err == nil {
+			b.ws.Dir, b.ws.Tmp, b.confined = sb.Bounds(c.Session)
+			b.ws.Home = env.Home
+			if b.ws.Dir != "" {
+				dctx.Cwd = b.ws.Dir
+			}
+			dctx.Confined = b.confined
+		}
+	}
+	return env, dctx, b
 }
 
 // realDir resolves symbolic links in a directory, as the analyzer does

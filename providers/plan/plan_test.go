@@ -24,7 +24,8 @@ import (
 // provider looks up under "policy-check" before every exec. (Mirrored, not
 // imported: the session package is built concurrently.)
 type policyCheck interface {
-	CheckExec(ctx context.Context, c *core.Caller, file *syntax.File, source, cwd string) error
+	CheckExec(ctx context.Context, c *core.Caller, file *syntax.File, source, cwd string,
+		vars func(string) (string, bool), funcs func(string) (*syntax.Stmt, bool)) error
 }
 
 var _ policyCheck = (*Provider)(nil)
@@ -578,10 +579,10 @@ func TestSessionClosedDropsPlans(t *testing.T) {
 func TestCheckExec(t *testing.T) {
 	r := newRig(t)
 	a := r.caller("main", "agent:a")
-	if err := r.p.CheckExec(r.ctx, a, nil, "ls; cat existing.txt > copy", r.dir); err != nil {
+	if err := r.p.CheckExec(r.ctx, a, nil, "ls; cat existing.txt > copy", r.dir, nil, nil); err != nil {
 		t.Fatalf("allowed source refused: %v", err)
 	}
-	err := r.p.CheckExec(r.ctx, a, nil, "sh -c 'rm -rf build'", r.dir)
+	err := r.p.CheckExec(r.ctx, a, nil, "sh -c 'rm -rf build'", r.dir, nil, nil)
 	wantCode(t, err, rpc.PolicyRefused, "plan.create")
 	if e := rpc.AsError(err); !strings.Contains(e.Message, "recursive delete") || !strings.Contains(e.Message, "shoal_plan") {
 		t.Fatalf("refusal does not say why or what next: %q", e.Message)
@@ -590,8 +591,8 @@ func TestCheckExec(t *testing.T) {
 	if data["verdict"] != policy.Ask || len(data["reasons"].([]policy.Reason)) == 0 {
 		t.Fatalf("data %+v", data)
 	}
-	wantCode(t, r.p.CheckExec(r.ctx, a, nil, "/bin/rm -rf /", r.dir), rpc.PolicyRefused, "denies")
-	wantCode(t, r.p.CheckExec(r.ctx, a, nil, "rm -rf (", r.dir), rpc.InvalidParams, "syntax")
+	wantCode(t, r.p.CheckExec(r.ctx, a, nil, "/bin/rm -rf /", r.dir, nil, nil), rpc.PolicyRefused, "denies")
+	wantCode(t, r.p.CheckExec(r.ctx, a, nil, "rm -rf (", r.dir, nil, nil), rpc.InvalidParams, "syntax")
 
 	// Source the session already parsed gets the same verdicts.
 	for src, want := range map[string]rpc.Code{"ls; cat existing.txt > copy": 0, "sh -c 'rm -rf build'": rpc.PolicyRefused, "/bin/rm -rf /": rpc.PolicyRefused} {
@@ -599,7 +600,7 @@ func TestCheckExec(t *testing.T) {
 		if perr != nil {
 			t.Fatal(perr)
 		}
-		err := r.p.CheckExec(r.ctx, a, f, src, r.dir)
+		err := r.p.CheckExec(r.ctx, a, f, src, r.dir, nil, nil)
 		if (err == nil) != (want == 0) || (err != nil && rpc.CodeOf(err) != want) {
 			t.Fatalf("pre-parsed %q: %v, want code %d", src, err, want)
 		}

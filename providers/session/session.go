@@ -46,8 +46,11 @@ const ServicePolicyCheck = "policy-check"
 // reasons otherwise.
 type PolicyCheck interface {
 	// CheckExec judges source, which file holds already parsed as bash
-	// (nil: the check parses it, and refuses a syntax error).
-	CheckExec(ctx context.Context, c *core.Caller, file *syntax.File, source, cwd string) error
+	// (nil: the check parses it, and refuses a syntax error), as it would
+	// run in cwd with the session's variables and functions as vars and
+	// funcs give them (nil: the session's as they are now).
+	CheckExec(ctx context.Context, c *core.Caller, file *syntax.File, source, cwd string,
+		vars func(string) (string, bool), funcs func(string) (*syntax.Stmt, bool)) error
 }
 
 // Views served under shoal://session/{view}.
@@ -74,6 +77,8 @@ type Provider struct {
 type sess struct {
 	name string
 	ev   *shell.Evaluator
+	// dir is the directory the session was created for: its workspace.
+	dir string
 }
 
 var (
@@ -136,7 +141,7 @@ func (p *Provider) session(name string) (*sess, error) {
 		return s, nil
 	}
 	wd := p.workspace(name)
-	s := &sess{name: name}
+	s := &sess{name: name, dir: wd}
 	ev, err := shell.New(shell.Options{
 		Dir:       wd,
 		Emit:      p.emit,
@@ -255,6 +260,19 @@ func (p *Provider) Cwd(session string) string {
 	return s.ev.Cwd()
 }
 
+// Bounds implements plan.SessionBounds: the directory the session was
+// created for (its workspace, what the policy's `.` means), its temp
+// directory, and whether its runs are confined by the OS. Runs are not
+// confined yet (providers/session/sandbox will), so tmp is "" and
+// confined false.
+func (p *Provider) Bounds(session string) (dir, tmp string, confined bool) {
+	s, err := p.session(session)
+	if err != nil {
+		return "", "", false
+	}
+	return s.dir, "", false
+}
+
 // Environ is the session's exported environment as KEY=VALUE pairs (for
 // PTYs started in the session).
 func (p *Provider) Environ(session string) []string {
@@ -349,10 +367,30 @@ func (p *Provider) exec(ctx context.Context, c *core.Caller, req core.ExecReques
 	if perr != nil {
 		file = nil
 	}
+	// The policy check runs inside the run's turn, on the state the run
+	// starts from (a check made before the turn could be overtaken by
+	// another connection's cd). refused is its verdict, read once the run
+	// returned; checked is closed once it was made (or the run ended
+	// without one).
+	var (
+		refused error
+		checked = make(chan struct{})
+		once    sync.Once
+	)
+	opts := shell.RunOptions{File: file}
 	if !req.SkipPolicy {
 		if pc, err := core.Lookup[PolicyCheck](p.host, ServicePolicyCheck); err == nil {
-			if err := pc.CheckExec(ctx, c, file, req.Source, s.ev.Cwd()); err != nil {
-				return nil, err
+			if file == nil {
+				// A run would stop at the syntax error; the check refuses
+				// it with the parser's message, whatever the state.
+				if err := pc.CheckExec(ctx, c, nil, req.Source, s.ev.Cwd(), nil, nil); err != nil {
+					return nil, err
+				}
+			}
+			opts.Check = func(st shell.State) error {
+				refused = pc.CheckExec(ctx, c, file, req.Source, st.Dir, st.Var, st.Func)
+				once.Do(func() { close(checked) })
+				return refused
 			}
 		}
 	}
@@ -360,12 +398,19 @@ func (p *Provider) exec(ctx context.Context, c *core.Caller, req core.ExecReques
 	if err != nil {
 		return nil, err
 	}
+	refuse := func() (*built, error) {
+		p.trans.Unreserve(c.Session, entry.N)
+		return nil, refused
+	}
 	// The run outlives this request when it becomes a task, so it gets its
 	// own context; cancelling the task (or closing the session) ends it.
 	runCtx, cancel := context.WithCancel(context.Background())
 	started := time.Now()
 	run := func(detach <-chan struct{}) *shell.Result {
-		res, err := s.ev.RunWith(runCtx, req.Source, shell.RunOptions{Detach: detach, File: file})
+		o := opts
+		o.Detach = detach
+		defer once.Do(func() { close(checked) })
+		res, err := s.ev.RunWith(runCtx, req.Source, o)
 		if err != nil && res == nil {
 			// The evaluator could not run it at all (closed session).
 			res = &shell.Result{Exit: 1, Stderr: err.Error(), Value: value.NewRecord(
@@ -378,10 +423,18 @@ func (p *Provider) exec(ctx context.Context, c *core.Caller, req core.ExecReques
 		// It can never become a task: run it here, on the request's own
 		// goroutine.
 		defer cancel()
-		return p.finish(ctx, c, s, req, entry, run(nil))
+		res := run(nil)
+		if refused != nil {
+			return refuse()
+		}
+		return p.finish(ctx, c, s, req, entry, res)
 	}
 	if req.TimeoutMS > 0 && !req.Background && ownRequest && rpc.CanReplyNow(ctx) {
-		return p.runOrAnswerEarly(ctx, c, s, req, entry, run, cancel, started)
+		b, err := p.runOrAnswerEarly(ctx, c, s, req, entry, run, cancel, started, func() bool { return refused != nil })
+		if b == nil && err == nil {
+			return refuse()
+		}
+		return b, err
 	}
 
 	detach := make(chan struct{})
@@ -400,11 +453,22 @@ func (p *Provider) exec(ctx context.Context, c *core.Caller, req core.ExecReques
 		timeout = t.C
 	}
 	if req.Background {
+		// A task from the start takes no turn: its check is made at once,
+		// and a refusal is the reply.
+		<-checked
+		if refused != nil {
+			<-done
+			cancel()
+			return refuse()
+		}
 		return &built{reply: p.becomeTask(c, s, req, entry, cancel, done, started)}, nil
 	}
 	select {
 	case res := <-done:
 		defer cancel()
+		if refused != nil {
+			return refuse()
+		}
 		return p.finish(ctx, c, s, req, entry, res)
 	case <-timeout:
 		close(detach)
@@ -418,8 +482,11 @@ func (p *Provider) exec(ctx context.Context, c *core.Caller, req core.ExecReques
 // on as the task, then records its outcome; what it returns then is
 // dropped. (Running on another goroutine and waiting for it would cost
 // every execution two goroutine hand-offs.)
+//
+// When the run was refused by its policy check before the timeout, it
+// returns nil and no error: the caller answers the refusal.
 func (p *Provider) runOrAnswerEarly(ctx context.Context, c *core.Caller, s *sess, req core.ExecRequest, entry out.Entry,
-	run func(detach <-chan struct{}) *shell.Result, cancel context.CancelFunc, started time.Time) (*built, error) {
+	run func(detach <-chan struct{}) *shell.Result, cancel context.CancelFunc, started time.Time, refused func() bool) (*built, error) {
 	defer cancel()
 	detach := make(chan struct{})
 	var mu sync.Mutex
@@ -445,6 +512,9 @@ func (p *Provider) runOrAnswerEarly(ctx context.Context, c *core.Caller, s *sess
 	mu.Unlock()
 	if became == nil {
 		timer.Stop()
+		if refused() {
+			return nil, nil
+		}
 		return p.finish(ctx, c, s, req, entry, res)
 	}
 	p.finishTask(became, c, s, req, entry, res)

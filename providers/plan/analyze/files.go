@@ -346,13 +346,19 @@ func findCmd(w *walker, s *scope, c *cmd) {
 		}
 	}
 	expr := c.args[i:]
+	tested := false // a test before -delete narrows what it deletes
 	for j := 0; j < len(expr); j++ {
 		a := expr[j]
 		if a.dyn {
+			tested = true
 			continue
 		}
 		switch a.val {
 		case "-delete":
+			if tested && !found.dyn {
+				w.fs(s, found, fsReq{kind: policy.FSDelete, mode: modeDelete, head: c.head, recursive: true})
+				continue
+			}
 			for _, p := range paths {
 				w.fs(s, p, fsReq{kind: policy.FSDelete, mode: modeDelete, head: c.head, recursive: true})
 			}
@@ -377,9 +383,18 @@ func findCmd(w *walker, s *scope, c *cmd) {
 				j++
 				w.fs(s, expr[j], fsReq{kind: policy.FSWrite, mode: modeTruncate, head: c.head})
 			}
+		default:
+			if strings.HasPrefix(a.val, "-") && !slices.Contains(findOptions, a.val) {
+				tested = true
+			}
 		}
 	}
 }
+
+// findOptions are find's global options: they do not narrow what an
+// action applies to.
+var findOptions = []string{"-depth", "-maxdepth", "-mindepth", "-mount", "-xdev", "-follow", "-noleaf",
+	"-ignore_readdir_race", "-noignore_readdir_race", "-daystart", "-warn", "-nowarn", "-regextype", "-print", "-print0"}
 
 // xargsCmd runs its command with arguments read from stdin: those are
 // unknown here, so the command gets a dynamic operand.

@@ -81,6 +81,40 @@ type RunOptions struct {
 	// File, when set, is src as [Parse] parsed it: a caller that already
 	// parsed the source (for a policy check) saves the second parse.
 	File *syntax.File
+	// Check, when set, is called once the run has its turn (a foreground
+	// run holds the foreground; a task has made its copy), with the
+	// session state the run starts from. An error from it ends the run
+	// before anything runs, and RunWith returns that error and no Result.
+	// A policy check made here sees the working directory and variables
+	// the run will use: nothing can change them in between.
+	Check func(State) error
+}
+
+// State is the session state a run starts from, as [RunOptions.Check]
+// sees it.
+type State struct {
+	Dir  string
+	Var  func(name string) (string, bool)
+	Func func(name string) (*syntax.Stmt, bool)
+}
+
+// stateOf describes a committed session state, which is never changed
+// again: reading it needs no lock.
+func stateOf(r *interp.Runner) State {
+	return State{
+		Dir: r.Dir,
+		Var: func(name string) (string, bool) {
+			v, ok := r.Vars[name]
+			if !ok || !v.IsSet() {
+				return "", false
+			}
+			return v.String(), true
+		},
+		Func: func(name string) (*syntax.Stmt, bool) {
+			f, ok := r.Funcs[name]
+			return f, ok
+		},
+	}
 }
 
 // parsers keeps bash parsers for reuse: a parser is a large value, and
@@ -237,10 +271,19 @@ func (e *Evaluator) RunWith(ctx context.Context, src string, opts RunOptions) (*
 		r, e.next = e.next, nil
 	}
 	before := e.exportsLocked()
+	base := e.session // the committed state r is a copy of
 	if r == nil {
 		r = copySession(e.session)
 	}
 	e.mu.Unlock()
+	if opts.Check != nil {
+		if err := opts.Check(stateOf(base)); err != nil {
+			ru.releaseForeground()
+			ru.stdout.release()
+			ru.stderr.release()
+			return nil, err
+		}
+	}
 	if err := interp.StdIO(nil, ru.stdout, ru.stderr)(r); err != nil {
 		ru.releaseForeground()
 		return nil, fmt.Errorf("run: %w", err)
