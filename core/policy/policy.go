@@ -23,7 +23,7 @@ var DefaultTOML string
 type Policy struct {
 	// Origin says where the rules came from, for messages: a file path,
 	// or "built-in default".
-	Origin string
+	Origin  string
 	rules   []*rule
 	grants  []grant
 	sandbox Sandbox

@@ -7,18 +7,6 @@ import (
 	"github.com/shoal-sh/shoal/providers/plan/analyze"
 )
 
-// Workspace is where a session lives: the directory it was created for,
-// its temp directory and the home directory. It mirrors the Workspace of
-// the policy's [sandbox] rules (core/policy/sandbox.go), which decide what
-// a confined run may write.
-type Workspace struct{ Dir, Tmp, Home string }
-
-// WritableRules are the [sandbox] rules of the policy as the checks need
-// them: whether a confined run of a session may write path.
-type WritableRules interface {
-	Writable(path string, ws Workspace) bool
-}
-
 // SessionBounds is optionally implemented by the sessions service: a
 // session's workspace directory (the one it was created for) and temp
 // directory, and whether its runs are confined by the OS. With it the
@@ -29,24 +17,21 @@ type SessionBounds interface {
 	Bounds(session string) (dir, tmp string, confined bool)
 }
 
-// ServiceWritable names the service offering the [sandbox] rules as
-// WritableRules. Without it a confined session's writes are left to the
-// OS alone.
-const ServiceWritable = "sandbox-writable"
-
 // outsideRule is the rule a reason names when a target is outside the
 // session's writable paths.
-func outsideRule(ws Workspace) string {
+func outsideRule(ws policy.Workspace) string {
 	return "outside this session's writable paths (workspace " + ws.Dir + ", temp, caches)"
 }
 
 // bound adds to d, as ask, every write or delete the analyzer derived
-// that a confined run of the session could not make: approving a plan of
-// it is what widens the confinement for one run.
+// that a confined run of the session could not make under the policy's
+// [sandbox] rules: approving a plan of it is what widens the confinement
+// for one run.
 func (p *Provider) bound(d policy.Decision, an *analyze.Analysis, b bounds) policy.Decision {
-	if !b.confined || p.writable == nil {
+	if !b.confined {
 		return d
 	}
+	sb := p.Policy().Sandbox()
 	rule := outsideRule(b.ws)
 	seen := map[string]bool{}
 	for _, e := range an.Effects {
@@ -57,7 +42,7 @@ func (p *Provider) bound(d policy.Decision, an *analyze.Analysis, b bounds) poli
 		if e.Glob {
 			t = policy.StaticPrefix(t)
 		}
-		if p.writable.Writable(t, b.ws) || seen[e.Kind+"\x00"+e.Target] {
+		if sb.Writable(t, b.ws) || seen[e.Kind+"\x00"+e.Target] {
 			continue
 		}
 		seen[e.Kind+"\x00"+e.Target] = true
@@ -69,7 +54,7 @@ func (p *Provider) bound(d policy.Decision, an *analyze.Analysis, b bounds) poli
 
 // bounds is what scope learned of the session's confinement.
 type bounds struct {
-	ws       Workspace
+	ws       policy.Workspace
 	confined bool
 }
 

@@ -118,10 +118,9 @@ type entry struct {
 
 // Provider serves the plan family.
 type Provider struct {
-	host     *core.Host
-	policy   *policy.Policy
-	writable WritableRules // nil: no [sandbox] rules offered
-	now      func() time.Time
+	host   *core.Host
+	policy *policy.Policy
+	now    func() time.Time
 
 	mu       sync.Mutex
 	plans    map[string]*entry // by hex
@@ -156,9 +155,6 @@ func (p *Provider) Provision(h *core.Host) error {
 			return err
 		}
 		p.policy = pol
-	}
-	if w, err := core.Lookup[WritableRules](h, ServiceWritable); err == nil {
-		p.writable = w
 	}
 	h.Provide(ServicePolicyCheck, p)
 	return nil
@@ -377,7 +373,7 @@ func (p *Provider) scope(c *core.Caller, cwd string) (analyze.Env, policy.Decide
 	if p.host != nil {
 		if sb, err := core.Lookup[SessionBounds](p.host, serviceSessions); err == nil {
 			b.ws.Dir, b.ws.Tmp, b.confined = sb.Bounds(c.Session)
-			b.ws.Home = env.Home
+			b.ws.Home, b.ws.State = env.Home, p.host.StateDir
 			if b.ws.Dir != "" {
 				dctx.Cwd = b.ws.Dir
 			}

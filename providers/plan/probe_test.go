@@ -245,20 +245,6 @@ func (s *boundSessions) Bounds(string) (string, string, bool) {
 	return s.dir, s.tmp, s.confined
 }
 
-// cacheRules stand for the policy's [sandbox] writable rules: the
-// workspace, the temp dir and the tool caches.
-type cacheRules struct{}
-
-func (cacheRules) Writable(p string, ws Workspace) bool {
-	for _, d := range []string{ws.Dir, ws.Tmp, filepath.Join(ws.Home, ".cache"), filepath.Join(ws.Home, ".npm"),
-		filepath.Join(ws.Home, "go"), filepath.Join(ws.Home, ".cargo", "registry")} {
-		if d != "" && (p == d || strings.HasPrefix(p, d+"/")) {
-			return true
-		}
-	}
-	return false
-}
-
 type probeRig struct {
 	p  *Provider
 	ss *boundSessions
@@ -289,11 +275,10 @@ func newProbeRig(t testing.TB) *probeRig {
 	b := bus.New(bus.Options{})
 	t.Cleanup(b.Close)
 	ss := &boundSessions{cwd: work, dir: work, tmp: tmp, home: home}
-	h := &core.Host{StateDir: root, Bus: b}
+	h := &core.Host{StateDir: t.TempDir(), Bus: b}
 	h.Provide(core.ServicePolicy, policy.Default())
 	h.Provide(core.ServiceJournal, core.Journal(&fakeJournal{}))
 	h.Provide(serviceSessions, ss)
-	h.Provide(ServiceWritable, WritableRules(cacheRules{}))
 	p := New()
 	if err := p.Provision(h); err != nil {
 		t.Fatal(err)
