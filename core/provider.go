@@ -66,18 +66,35 @@ type Closer interface {
 type Method func(ctx context.Context, c *Caller, params json.RawMessage) (any, error)
 
 // Caller is who asks: the session and principal bound to the connection at
-// session.attach, and the grants the policy gives that principal. Providers
-// enforce visibility with it.
+// session.attach, and the grants the policy gives that principal (less
+// what its credential may not carry). Providers enforce visibility with it.
 type Caller struct {
 	Session   string
 	Principal string
 	Grants    Grants
+	// Credential is the kernel credential the connection attached with:
+	// CredentialAgent or CredentialOperator; empty for in-process callers.
+	Credential Credential
 	// ConnID identifies the kernel connection (unique per kernel run).
 	ConnID uint64
 	// Notify sends a JSON-RPC notification on the caller's connection; nil
 	// when the caller has no connection (in-process calls).
 	Notify func(method string, params any) error
 }
+
+// Credential names a kernel credential (see docs/kernel.md).
+type Credential string
+
+// The kernel's credentials.
+const (
+	// CredentialAgent is $STATE/token, what facades hold: it attaches
+	// agent:* principals only and never carries the Approve grant,
+	// whatever the policy says.
+	CredentialAgent Credential = "agent"
+	// CredentialOperator is $STATE/operator.token, what the CLI of a
+	// person outside any session uses: any principal, its policy grants.
+	CredentialOperator Credential = "operator"
+)
 
 // Grants is the set of named grants a principal holds (EnvRead, Approve…).
 type Grants []string

@@ -42,9 +42,14 @@ func newClientFlags(fs *flag.FlagSet) *clientFlags {
 
 // options are the client options of the flags. A new session is created
 // in the directory the command runs in (when that can be a workspace).
+//
+// The CLI attaches with the operator credential when it is readable: it
+// is what a person outside any session runs, and approving plans needs
+// it. Inside a session (confined, the state dir unreadable) only the
+// agent credential is there, and the kernel refuses a human principal.
 func (cf *clientFlags) options(onEvent func(client.Event)) client.Options {
 	o := client.Options{StateDir: *cf.stateDir, Socket: *cf.socket, Session: *cf.session,
-		Principal: *cf.principal, OnEvent: onEvent}
+		Principal: *cf.principal, Operator: true, OnEvent: onEvent}
 	if wd, err := os.Getwd(); err == nil && statedir.CheckWorkspace(wd) == nil {
 		o.Workspace = wd
 	}

@@ -87,7 +87,8 @@ type Kernel struct {
 	opts      Options
 	stateDir  string
 	socket    string
-	token     string
+	token     string // the agent credential, $STATE/token
+	operator  string // the operator credential, $STATE/operator.token
 	log       *slog.Logger
 	lock      *os.File
 	cfg       *core.Config
@@ -153,7 +154,10 @@ func New(opts Options, providers ...core.Provider) (k *Kernel, err error) {
 			kk.shutdown()
 		}
 	}()
-	if k.token, err = ensureToken(stateDir); err != nil {
+	if k.token, err = statedir.EnsureToken(stateDir, TokenName); err != nil {
+		return nil, err
+	}
+	if k.operator, err = statedir.EnsureToken(stateDir, OperatorTokenName); err != nil {
 		return nil, err
 	}
 	cfgPath := opts.ConfigPath
@@ -265,8 +269,13 @@ func (k *Kernel) Socket() string { return k.socket }
 // StateDir is the absolute state directory.
 func (k *Kernel) StateDir() string { return k.stateDir }
 
-// Token is the kernel token.
+// Token is the agent credential ($STATE/token): agent:* principals only,
+// never the Approve grant.
 func (k *Kernel) Token() string { return k.token }
+
+// OperatorToken is the operator credential ($STATE/operator.token): any
+// principal, with its policy grants.
+func (k *Kernel) OperatorToken() string { return k.operator }
 
 // Serve listens on the socket and serves until ctx ends, Stop is called or
 // the kernel has been idle for IdleExit. It then stops the kernel: every
@@ -539,13 +548,40 @@ type attachParams struct {
 	Workspace string `json:"workspace"`
 }
 
+// credential tells which credential tok is. Both are compared, in
+// constant time, whatever tok is.
+func (k *Kernel) credential(tok string) (core.Credential, bool) {
+	agent := subtle.ConstantTimeCompare([]byte(tok), []byte(k.token)) == 1
+	operator := subtle.ConstantTimeCompare([]byte(tok), []byte(k.operator)) == 1
+	switch {
+	case tok == "":
+		return "", false
+	case operator:
+		return core.CredentialOperator, true
+	case agent:
+		return core.CredentialAgent, true
+	}
+	return "", false
+}
+
+// agentPrincipal is the kind of principal the agent credential may attach.
+const agentPrincipal = "agent:"
+
 func (k *Kernel) attach(c *conn, raw json.RawMessage) (any, error) {
 	var p attachParams
 	if err := decodeParams(raw, &p); err != nil {
 		return nil, err
 	}
-	if p.Token == "" || subtle.ConstantTimeCompare([]byte(p.Token), []byte(k.token)) != 1 {
-		return nil, rpc.Errorf(rpc.Unauthorized, "wrong or missing token: read it from %s", filepath.Join(k.stateDir, TokenName))
+	c.mu.Lock()
+	prev := c.caller
+	c.mu.Unlock()
+	if prev != nil {
+		return nil, alreadyAttached(prev)
+	}
+	cred, ok := k.credential(p.Token)
+	if !ok {
+		return nil, rpc.Errorf(rpc.Unauthorized, "wrong or missing token: read it from %s (a person's CLI uses %s)",
+			filepath.Join(k.stateDir, TokenName), filepath.Join(k.stateDir, OperatorTokenName))
 	}
 	if p.Session == "" {
 		p.Session = "main"
@@ -564,18 +600,26 @@ func (k *Kernel) attach(c *conn, raw json.RawMessage) (any, error) {
 			return nil, rpc.Errorf(rpc.InvalidParams, "workspace: %v", err)
 		}
 	}
-	caller := &core.Caller{Session: p.Session, Principal: p.Principal, Grants: k.policy.Grants(p.Principal), ConnID: c.id,
+	grants := k.policy.Grants(p.Principal)
+	if cred == core.CredentialAgent {
+		if !strings.HasPrefix(p.Principal, agentPrincipal) {
+			return nil, rpc.Errorf(rpc.PrincipalRefused, "the agent credential (%s) attaches only agent:* principals, not %s; a person acts as %s through the shoal CLI, which uses %s",
+				filepath.Join(k.stateDir, TokenName), p.Principal, p.Principal, filepath.Join(k.stateDir, OperatorTokenName))
+		}
+		// Whatever the policy grants, approving needs the operator's
+		// credential, which a confined process cannot read.
+		grants = slices.DeleteFunc(slices.Clone(grants), func(g string) bool { return g == policy.GrantApprove })
+	}
+	caller := &core.Caller{Session: p.Session, Principal: p.Principal, Grants: grants, Credential: cred, ConnID: c.id,
 		Notify: c.rc.Notify}
 	c.mu.Lock()
-	prev := c.caller
+	if prev := c.caller; prev != nil { // a concurrent attach won
+		c.mu.Unlock()
+		return nil, alreadyAttached(prev)
+	}
 	c.caller = caller
 	c.mu.Unlock()
 	k.mu.Lock()
-	if prev != nil {
-		if s := k.sessions[prev.Session]; s != nil {
-			s.attached--
-		}
-	}
 	s := k.sessions[p.Session]
 	if s == nil {
 		s = &sessionState{name: p.Session, created: time.Now(), workspace: p.Workspace}
@@ -589,15 +633,21 @@ func (k *Kernel) attach(c *conn, raw json.RawMessage) (any, error) {
 	k.mu.Unlock()
 	k.attached(c)
 	return map[string]any{
-		"session":   caller.Session,
-		"principal": caller.Principal,
-		"grants":    nonNil(caller.Grants),
-		"workspace": workspace,
-		"cwd":       k.cwd(caller.Session),
-		"channels":  StaticChannels,
-		"epoch":     k.bus.Epoch(),
-		"kernel":    map[string]any{"version": Version, "pid": os.Getpid(), "state_dir": k.stateDir, "socket": k.socket},
+		"session":    caller.Session,
+		"principal":  caller.Principal,
+		"grants":     nonNil(caller.Grants),
+		"credential": caller.Credential,
+		"workspace":  workspace,
+		"cwd":        k.cwd(caller.Session),
+		"channels":   StaticChannels,
+		"epoch":      k.bus.Epoch(),
+		"kernel":     map[string]any{"version": Version, "pid": os.Getpid(), "state_dir": k.stateDir, "socket": k.socket},
 	}, nil
+}
+
+func alreadyAttached(prev *core.Caller) error {
+	return rpc.Errorf(rpc.AlreadyAttached, "this connection is attached already (session %s, principal %s); one session.attach per connection: open a new connection for another session or principal",
+		prev.Session, prev.Principal)
 }
 
 func nonNil(g core.Grants) []string {

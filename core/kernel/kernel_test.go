@@ -106,7 +106,7 @@ func TestTokenAndAttach(t *testing.T) {
 	r := start(t, shortDir(t))
 	tok := r.k.Token()
 	sock := r.k.Socket()
-	for _, f := range []string{"token", "kernel.sock"} {
+	for _, f := range []string{"token", "operator.token", "kernel.sock"} {
 		fi, err := os.Stat(filepath.Join(r.dir, f))
 		if err != nil {
 			t.Fatal(err)
@@ -128,11 +128,15 @@ func TestTokenAndAttach(t *testing.T) {
 		`{"jsonrpc":"2.0","id":9,"method":"session.attach","params":{"token":"`+tok+`","principal":"no colon"}}`,
 	)
 	want := []int{int(rpc.NotAttached), int(rpc.Unauthorized), int(rpc.Unauthorized), int(rpc.MethodNotFound), 0,
-		int(rpc.MethodNotFound), int(rpc.InvalidParams), int(rpc.InvalidParams), int(rpc.ParseError), int(rpc.InvalidParams)}
+		int(rpc.MethodNotFound), int(rpc.InvalidParams), int(rpc.InvalidParams), int(rpc.ParseError), int(rpc.AlreadyAttached)}
 	for i, m := range ans {
 		if got := errCode(m); got != want[i] {
 			t.Errorf("frame %d: code %d; want %d (%v)", i, got, want[i], m)
 		}
+	}
+	bad := raw(t, sock, `{"jsonrpc":"2.0","id":1,"method":"session.attach","params":{"token":"`+tok+`","principal":"no colon"}}`)
+	if got := errCode(bad[0]); got != int(rpc.InvalidParams) {
+		t.Errorf("principal without a kind: code %d; want %d", got, rpc.InvalidParams)
 	}
 	res := ans[4]["result"].(map[string]any)
 	if res["session"] != "main" || res["principal"] != "agent:t" {
@@ -311,7 +315,7 @@ func TestSocketRestartSafety(t *testing.T) {
 	if err := k2.Serve(context.Background()); !errors.As(err, &already) {
 		t.Fatalf("serve on a live socket: %v", err)
 	}
-	tok := r.k.Token()
+	tok, op := r.k.Token(), r.k.OperatorToken()
 	r.stop()
 	// A stale socket file (as a killed kernel leaves) is replaced.
 	l, err := net.Listen("unix", filepath.Join(dir, kernel.SocketName))
@@ -324,8 +328,8 @@ func TestSocketRestartSafety(t *testing.T) {
 		t.Fatalf("stale socket not left behind: %v", err)
 	}
 	r2 := start(t, dir)
-	if r2.k.Token() != tok {
-		t.Error("token changed across restart")
+	if r2.k.Token() != tok || r2.k.OperatorToken() != op {
+		t.Error("a token changed across restart")
 	}
 	c := dial(t, dir, client.Options{})
 	if c.Attached.Session != "main" || c.Attached.Principal != "agent:default" {

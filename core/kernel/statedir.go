@@ -1,8 +1,6 @@
 package kernel
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -22,45 +20,14 @@ func DefaultStateDir() string { return statedir.Default() }
 
 // Paths of the files in a state directory.
 const (
-	SocketName = statedir.SocketName
-	TokenName  = statedir.TokenName
-	LockName   = statedir.LockName
-	ConfigName = statedir.ConfigName
-	PolicyName = statedir.PolicyName
+	SocketName        = statedir.SocketName
+	TokenName         = statedir.TokenName
+	OperatorTokenName = statedir.OperatorTokenName
+	HTTPTokenName     = statedir.HTTPTokenName
+	LockName          = statedir.LockName
+	ConfigName        = statedir.ConfigName
+	PolicyName        = statedir.PolicyName
 )
-
-// ReadToken returns the token of a state directory.
-func ReadToken(stateDir string) (string, error) {
-	b, err := os.ReadFile(filepath.Join(stateDir, TokenName))
-	if err != nil {
-		return "", fmt.Errorf("read token: %w", err)
-	}
-	return strings.TrimSpace(string(b)), nil
-}
-
-// ensureToken creates the token (0600) at first start and returns it.
-func ensureToken(stateDir string) (string, error) {
-	path := filepath.Join(stateDir, TokenName)
-	if tok, err := ReadToken(stateDir); err == nil && len(tok) >= 32 {
-		if err := os.Chmod(path, 0o600); err != nil {
-			return "", fmt.Errorf("restrict token: %w", err)
-		}
-		return tok, nil
-	}
-	buf := make([]byte, 32)
-	if _, err := rand.Read(buf); err != nil {
-		return "", err
-	}
-	tok := hex.EncodeToString(buf)
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(tok+"\n"), 0o600); err != nil {
-		return "", fmt.Errorf("write token: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return "", fmt.Errorf("write token: %w", err)
-	}
-	return tok, nil
-}
 
 // lockStateDir takes an exclusive lock on the state directory so one kernel
 // serves it. The lock dies with the process, so a killed kernel never

@@ -216,8 +216,13 @@ func (p *Provider) SessionClosed(session string) {
 	}
 }
 
-// canApprove reports whether the caller holds the Approve grant.
+// canApprove reports whether the caller holds the Approve grant. A
+// caller attached with the agent credential never does, whatever the
+// policy says.
 func (p *Provider) canApprove(c *core.Caller) bool {
+	if c.Credential == core.CredentialAgent {
+		return false
+	}
 	if c.Grants.Has(policy.GrantApprove) {
 		return true
 	}

@@ -372,6 +372,18 @@ func TestGrantFromPolicyFile(t *testing.T) {
 	a := r.caller("main", "agent:a")
 	lead := &core.Caller{Session: "main", Principal: "agent:lead"} // grants not filled in by a kernel
 	rec := r.create(t, a, "rm -rf build")
+	// Attached with the agent credential, the grant is not held, whether
+	// the kernel left it in Grants or not: the plan is not even visible.
+	for _, g := range []core.Grants{nil, {policy.GrantApprove}} {
+		viaFacade := &core.Caller{Session: "main", Principal: "agent:lead", Grants: g, Credential: core.CredentialAgent}
+		_, err := r.call(t, viaFacade, "plan.approve", map[string]string{"ref": rec.Ref})
+		wantCode(t, err, rpc.NotFound, "")
+	}
+	// Nor does it approve its own plan.
+	own := &core.Caller{Session: "main", Principal: "agent:lead", Grants: core.Grants{policy.GrantApprove}, Credential: core.CredentialAgent}
+	mine := r.create(t, own, "rm -rf build")
+	_, err = r.call(t, own, "plan.approve", map[string]string{"ref": mine.Ref})
+	wantCode(t, err, rpc.Forbidden, "Approve")
 	out, err := r.call(t, lead, "plan.approve", map[string]string{"ref": rec.Ref})
 	if err != nil || out.(Record).ApprovedBy != "agent:lead" {
 		t.Fatalf("lead approval: %v %v", out, err)

@@ -15,7 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -40,8 +39,15 @@ type Options struct {
 	StateDir string
 	// Socket overrides $StateDir/kernel.sock.
 	Socket string
-	// Token overrides the token read from $StateDir/token.
+	// Token overrides the token read from the state directory.
 	Token string
+	// Operator attaches with the operator credential
+	// ($StateDir/operator.token) when it is readable, else with the agent
+	// credential ($StateDir/token), which attaches agent:* principals only
+	// and never carries Approve. A principal that is not agent:* needs the
+	// operator credential, so Dial reads it for those without being asked.
+	// A process confined by a session cannot read it.
+	Operator bool
 	// Session to attach (default "main").
 	Session string
 	// Principal to act as (default "agent:default").
@@ -84,10 +90,12 @@ type Attached struct {
 	Principal string   `json:"principal"`
 	Grants    []string `json:"grants"`
 	Workspace string   `json:"workspace"`
-	Cwd       string   `json:"cwd"`
-	Channels  []string `json:"channels"`
-	Epoch     string   `json:"epoch"`
-	Kernel    struct {
+	// Credential is "agent" or "operator": which token attached.
+	Credential string   `json:"credential"`
+	Cwd        string   `json:"cwd"`
+	Channels   []string `json:"channels"`
+	Epoch      string   `json:"epoch"`
+	Kernel     struct {
 		Version  string `json:"version"`
 		PID      int    `json:"pid"`
 		StateDir string `json:"state_dir"`
@@ -136,14 +144,23 @@ func Dial(ctx context.Context, o Options) (*Client, error) {
 		return nil, fmt.Errorf("%w: %s: %v", ErrNoKernel, o.SocketPath(), err)
 	}
 	if o.Token == "" {
-		b, err := os.ReadFile(filepath.Join(o.StateDir, statedir.TokenName))
-		if err != nil {
+		if o.Token, err = readToken(o); err != nil {
 			nc.Close()
 			return nil, fmt.Errorf("read kernel token: %w (a kernel answers on %s; is its state dir %s?)", err, o.SocketPath(), o.StateDir)
 		}
-		o.Token = strings.TrimSpace(string(b))
 	}
 	return attach(ctx, nc, o)
+}
+
+// readToken reads the credential o asks for: the operator's when o.Operator
+// or the principal is not agent:* and it is readable, else the agent's.
+func readToken(o Options) (string, error) {
+	if o.Operator || (o.Principal != "" && !strings.HasPrefix(o.Principal, "agent:")) {
+		if tok, err := statedir.ReadToken(o.StateDir, statedir.OperatorTokenName); err == nil && tok != "" {
+			return tok, nil
+		}
+	}
+	return statedir.ReadToken(o.StateDir, statedir.TokenName)
 }
 
 func attach(ctx context.Context, nc net.Conn, o Options) (*Client, error) {
