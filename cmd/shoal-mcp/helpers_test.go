@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -418,6 +419,7 @@ func (p *mcpPeer) drainUpdates() []updatedParams {
 type httpFacade struct {
 	cmd    *exec.Cmd
 	url    string
+	token  string // the bearer token, read from the state dir's http.token
 	stderr *syncBuffer
 	done   chan error
 }
@@ -457,6 +459,11 @@ func startHTTP(t testing.TB, sd *stateDir, principal string, extra ...string) *h
 	})
 	select {
 	case h.url = <-urls:
+		tok, err := os.ReadFile(filepath.Join(sd.dir, "http.token"))
+		if err != nil {
+			t.Fatalf("the HTTP facade made no token: %v", err)
+		}
+		h.token = strings.TrimSpace(string(tok))
 	case err := <-h.done:
 		h.done <- err
 		t.Fatalf("facade exited: %v\n%s", err, buf.String())
@@ -484,12 +491,26 @@ func (h *httpFacade) stop(t testing.TB) {
 	}
 }
 
+// bearer adds the Authorization header to every request, DELETE included
+// (the client's own header option leaves DELETE out).
+type bearer struct {
+	token string
+	next  http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.next.RoundTrip(r)
+}
+
 // connect opens an MCP session on the HTTP facade with an event stream
 // for notifications.
 func (h *httpFacade) connect(t testing.TB) *mcpPeer {
 	t.Helper()
 	//lint:ignore SA1019 the facade serves the standalone GET stream of the protocol versions current clients speak; this test drives it
-	c, err := mcpclient.NewStreamableHttpClient(h.url, transport.WithContinuousListening())
+	c, err := mcpclient.NewStreamableHttpClient(h.url, transport.WithContinuousListening(),
+		transport.WithHTTPBasicClient(&http.Client{Transport: bearer{h.token, http.DefaultTransport}}))
 	if err != nil {
 		t.Fatal(err)
 	}

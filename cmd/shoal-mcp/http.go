@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/subtle"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,11 +12,15 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/shoal-sh/shoal/core/statedir"
 )
 
 // endpoint is the streamable HTTP path.
@@ -90,8 +95,10 @@ func isLoopbackHost(host string) bool {
 type httpTransport struct {
 	f           *Facade
 	allowRemote bool
-	log         *slog.Logger
-	idle        time.Duration
+	// token is the bearer token every request must carry ($STATE/http.token).
+	token string
+	log   *slog.Logger
+	idle  time.Duration
 
 	mu       sync.Mutex
 	sessions map[string]*httpSession
@@ -112,13 +119,72 @@ func (h *httpSession) touch() {
 	h.mu.Unlock()
 }
 
-func newHTTPTransport(f *Facade, allowRemote bool, log *slog.Logger) *httpTransport {
-	return &httpTransport{f: f, allowRemote: allowRemote, log: log, idle: httpSessionIdle, sessions: map[string]*httpSession{}}
+func newHTTPTransport(f *Facade, allowRemote bool, token string, log *slog.Logger) *httpTransport {
+	return &httpTransport{f: f, allowRemote: allowRemote, token: token, log: log, idle: httpSessionIdle, sessions: map[string]*httpSession{}}
 }
 
-// serveHTTP serves the endpoint on ln until ctx ends.
-func serveHTTP(ctx context.Context, f *Facade, ln *httpListener, allowRemote bool, log *slog.Logger) error {
-	t := newHTTPTransport(f, allowRemote, log)
+// httpToken returns the bearer token of the HTTP transport, made (0600)
+// in the state directory when it is missing. Whoever can read it can act
+// as the facade's principal; confined executions cannot read the state
+// directory.
+func httpToken(stateDir string) (token, path string, err error) {
+	if stateDir, err = filepath.Abs(stateDir); err != nil {
+		return "", "", fmt.Errorf("state dir: %w", err)
+	}
+	if err := os.MkdirAll(stateDir, 0o700); err != nil {
+		return "", "", fmt.Errorf("create state dir: %w", err)
+	}
+	token, err = statedir.EnsureToken(stateDir, statedir.HTTPTokenName)
+	if err != nil {
+		return "", "", fmt.Errorf("HTTP token: %w", err)
+	}
+	return token, filepath.Join(stateDir, statedir.HTTPTokenName), nil
+}
+
+// printHTTPHelp tells the person starting the facade where the token is
+// and how an MCP host sends it. It never prints the token itself: stderr
+// often ends up in a host's logs.
+func printHTTPHelp(w io.Writer, url, tokenPath string) {
+	header := "Authorization: Bearer $(cat " + shellQuote(tokenPath) + ")"
+	var entry strings.Builder
+	enc := json.NewEncoder(&entry)
+	enc.SetEscapeHTML(false)
+	type server struct {
+		Type    string            `json:"type"`
+		URL     string            `json:"url"`
+		Headers map[string]string `json:"headers"`
+	}
+	_ = enc.Encode(map[string]any{"mcpServers": map[string]server{"shoal": {"http", url,
+		map[string]string{"Authorization": "Bearer <the contents of " + tokenPath + ">"}}}})
+	fmt.Fprintf(w, `shoal-mcp: every request needs the header "Authorization: Bearer <token>"; the token is in %s (mode 0600)
+shoal-mcp: Claude Code:
+  claude mcp add --transport http shoal %s --header "%s"
+shoal-mcp: a host's JSON config:
+  %s`, tokenPath, url, header, entry.String())
+}
+
+// shellQuote quotes s for a POSIX shell when it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-+:@") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// authorized reports whether r carries the bearer token. The comparison
+// takes the same time wherever the first wrong byte is.
+func (t *httpTransport) authorized(r *http.Request) bool {
+	scheme, tok, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") || t.token == "" {
+		return false
+	}
+	return subtle.ConstantTimeCompare([]byte(strings.TrimSpace(tok)), []byte(t.token)) == 1
+}
+
+// serveHTTP serves the endpoint on ln until ctx ends; every request must
+// carry token as a bearer token.
+func serveHTTP(ctx context.Context, f *Facade, ln *httpListener, allowRemote bool, token string, log *slog.Logger) error {
+	t := newHTTPTransport(f, allowRemote, token, log)
 	srv := &http.Server{Handler: t, ReadHeaderTimeout: 10 * time.Second}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
@@ -222,6 +288,15 @@ func (t *httpTransport) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if err := t.checkRequestOrigin(r); err != nil {
 		http.Error(w, "Forbidden: "+err.Error(), http.StatusForbidden)
+		return
+	}
+	if !t.authorized(r) {
+		challenge := `Bearer realm="shoal"`
+		if r.Header.Get("Authorization") != "" {
+			challenge += `, error="invalid_token"`
+		}
+		w.Header().Set("WWW-Authenticate", challenge)
+		http.Error(w, "Unauthorized: send the header \"Authorization: Bearer <token>\" with the token in the state directory's "+statedir.HTTPTokenName, http.StatusUnauthorized)
 		return
 	}
 	switch r.Method {

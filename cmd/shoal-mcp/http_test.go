@@ -4,6 +4,8 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -64,29 +66,7 @@ func TestHTTPGuards(t *testing.T) {
 
 	do := func(method, host, origin, session, body string) (*http.Response, string) {
 		t.Helper()
-		req, err := http.NewRequest(method, h.url, strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if host != "" {
-			req.Host = host
-		}
-		if origin != "" {
-			req.Header.Set("Origin", origin)
-		}
-		if session != "" {
-			req.Header.Set(headerSession, session)
-		}
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		c := &http.Client{Timeout: waitLong}
-		resp, err := c.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp, string(b)
+		return send(t, h, method, host, origin, session, "Bearer "+h.token, body)
 	}
 
 	// DNS rebinding: a foreign Host or Origin is refused before anything runs.
@@ -125,6 +105,7 @@ func TestHTTPGuards(t *testing.T) {
 		t.Fatal(err)
 	}
 	stream.Header.Set("Accept", "text/event-stream")
+	stream.Header.Set("Authorization", "Bearer "+h.token)
 	stream.Header.Set(headerSession, sid)
 	first, err := http.DefaultClient.Do(stream)
 	if err != nil {
@@ -157,5 +138,102 @@ func TestHTTPGuards(t *testing.T) {
 	}
 	if resp, _ := do("POST", "", "", sid, ping); resp.StatusCode != http.StatusNotFound {
 		t.Errorf("after DELETE: %d", resp.StatusCode)
+	}
+}
+
+// send makes one request to the HTTP facade with the given Host, Origin,
+// session and Authorization headers (each left out when empty).
+func send(t *testing.T, h *httpFacade, method, host, origin, session, auth, body string) (*http.Response, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, h.url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if host != "" {
+		req.Host = host
+	}
+	if origin != "" {
+		req.Header.Set("Origin", origin)
+	}
+	if session != "" {
+		req.Header.Set(headerSession, session)
+	}
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	c := &http.Client{Timeout: waitLong}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, string(b)
+}
+
+// TestHTTPBearerToken: without the state dir's token, or with another,
+// nothing runs; with it, it does.
+func TestHTTPBearerToken(t *testing.T) {
+	sd := newStateDir(t)
+	h := startHTTP(t, sd, "agent:http")
+	fi, err := os.Stat(filepath.Join(sd.dir, "http.token"))
+	if err != nil || fi.Mode().Perm() != 0o600 || len(h.token) != 64 {
+		t.Fatalf("http.token: %v %v, %d characters", fi, err, len(h.token))
+	}
+	for _, want := range []string{"http.token", "claude mcp add --transport http shoal " + h.url + ` --header "Authorization: Bearer $(cat `, `"headers":{"Authorization":"Bearer `} {
+		if !waitFor(waitLong, func() bool { return strings.Contains(h.stderr.String(), want) }) {
+			t.Errorf("stderr lacks %q:\n%s", want, h.stderr.String())
+		}
+	}
+	if strings.Contains(h.stderr.String(), h.token) {
+		t.Error("the facade printed its token")
+	}
+	init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"curl","version":"1"}}}`
+	marker := filepath.Join(t.TempDir(), "ran")
+	call := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"shoal_exec","arguments":{"source":"touch ` + marker + `"}}}`
+	wrong := "Bearer " + strings.Repeat("0", 64)
+	for _, auth := range []string{"", wrong, "Bearer " + h.token[:63], "Basic " + h.token, h.token} {
+		resp, body := send(t, h, "POST", "", "", "", auth, init)
+		if resp.StatusCode != http.StatusUnauthorized || !strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "Bearer") || resp.Header.Get(headerSession) != "" {
+			t.Errorf("initialize with %q: %d %q %q", auth, resp.StatusCode, resp.Header.Get("WWW-Authenticate"), body)
+		}
+	}
+	resp, body := send(t, h, "POST", "", "", "", "Bearer "+h.token, init)
+	sid := resp.Header.Get(headerSession)
+	if resp.StatusCode != http.StatusOK || sid == "" {
+		t.Fatalf("initialize with the token: %d %q", resp.StatusCode, body)
+	}
+	// An existing session's id is not a credential either.
+	for _, auth := range []string{"", wrong} {
+		if resp, _ := send(t, h, "POST", "", "", sid, auth, call); resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("tools/call with %q: %d", auth, resp.StatusCode)
+		}
+		if resp, _ := send(t, h, "DELETE", "", "", sid, auth, ""); resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("DELETE with %q: %d", auth, resp.StatusCode)
+		}
+	}
+	pub := sd.dial(t, "human:test", nil)
+	var rows struct {
+		Rows []map[string]any `json:"rows"`
+	}
+	if err := pub.Call(context.Background(), "journal.query", map[string]any{"head": "touch"}, &rows); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(marker); !os.IsNotExist(err) || len(rows.Rows) != 0 {
+		t.Fatalf("a request without the token ran: %v, %d journal rows", err, len(rows.Rows))
+	}
+	if resp, body := send(t, h, "POST", "", "", sid, "Bearer "+h.token, call); resp.StatusCode != http.StatusOK || !strings.Contains(body, `"ok":true`) {
+		t.Fatalf("tools/call with the token: %d %s", resp.StatusCode, body)
+	}
+	if _, err := os.Stat(marker); err != nil {
+		t.Errorf("the authorized call did not run: %v", err)
+	}
+	// A restarted facade keeps the token.
+	h.stop(t)
+	h2 := startHTTP(t, sd, "agent:http")
+	if h2.token != h.token {
+		t.Error("the token changed across facade restarts")
 	}
 }

@@ -59,7 +59,8 @@ Flags (environment variable in brackets):
                       root, else the launch directory; never /)
   --principal NAME    who acts, e.g. agent:reviewer [SHOAL_PRINCIPAL] (default agent:default)
   --http ADDR         serve streamable HTTP at http://ADDR/mcp instead of stdio
-                      (loopback only unless --allow-remote)
+                      (loopback only unless --allow-remote); every request
+                      needs "Authorization: Bearer <STATE_DIR/http.token>"
   --allow-remote      let --http listen on a non-loopback address
   --plugin-dir DIR    plugin folder for a kernel this facade starts (repeatable)
   --idle-exit DUR     a kernel this facade starts exits after DUR with no
@@ -239,8 +240,13 @@ func serve(ctx context.Context, cfg *config, stdin io.Reader, stdout, stderr io.
 
 	if ln != nil {
 		name, dir, _ := t.get(ctx)
+		token, tokenPath, err := httpToken(cfg.stateDir)
+		if err != nil {
+			return err
+		}
 		fmt.Fprintf(stderr, "shoal-mcp: serving MCP on %s (session %s in %s, principal %s)\n", ln.URL(), name, dir, cfg.principal)
-		return serveHTTP(ctx, f, ln, cfg.allowRemote, log)
+		printHTTPHelp(stderr, ln.URL(), tokenPath)
+		return serveHTTP(ctx, f, ln, cfg.allowRemote, token, log)
 	}
 	return serveStdio(ctx, f, stdin, stdout)
 }

@@ -201,7 +201,7 @@ func TestHasRequest(t *testing.T) {
 }
 
 func TestHTTPMethodsWithoutKernel(t *testing.T) {
-	tr := newHTTPTransport(&Facade{}, false, nil)
+	tr := newHTTPTransport(&Facade{}, false, "s3cret", nil)
 	for _, tc := range []struct {
 		method, ctype, accept string
 		want                  int
@@ -214,6 +214,7 @@ func TestHTTPMethodsWithoutKernel(t *testing.T) {
 	} {
 		r := httptest.NewRequest(tc.method, "http://127.0.0.1/mcp", strings.NewReader("{}"))
 		r.Host = "127.0.0.1:1"
+		r.Header.Set("Authorization", "Bearer s3cret")
 		if tc.ctype != "" {
 			r.Header.Set("Content-Type", tc.ctype)
 		}
@@ -233,9 +234,74 @@ func TestHTTPMethodsWithoutKernel(t *testing.T) {
 	}
 }
 
+// TestHTTPBearer: a request without the token, or with another, is
+// answered 401 with a Bearer challenge before any handler sees it; an
+// empty configured token lets nothing in.
+func TestHTTPBearer(t *testing.T) {
+	tr := newHTTPTransport(&Facade{}, false, "s3cret", nil)
+	for _, tc := range []struct {
+		auth      string
+		want      int
+		challenge string
+	}{
+		{"", http.StatusUnauthorized, `Bearer realm="shoal"`},
+		{"Bearer", http.StatusUnauthorized, `Bearer realm="shoal", error="invalid_token"`},
+		{"Bearer ", http.StatusUnauthorized, `Bearer realm="shoal", error="invalid_token"`},
+		{"Bearer s3cre", http.StatusUnauthorized, `Bearer realm="shoal", error="invalid_token"`},
+		{"Bearer s3cret0", http.StatusUnauthorized, `Bearer realm="shoal", error="invalid_token"`},
+		{"Basic s3cret", http.StatusUnauthorized, `Bearer realm="shoal", error="invalid_token"`},
+		{"s3cret", http.StatusUnauthorized, `Bearer realm="shoal", error="invalid_token"`},
+		// A right token reaches the handler, which refuses the body's type.
+		{"Bearer s3cret", http.StatusUnsupportedMediaType, ""},
+		{"bearer s3cret", http.StatusUnsupportedMediaType, ""},
+	} {
+		for _, method := range []string{"POST", "GET", "DELETE"} {
+			r := httptest.NewRequest(method, "http://127.0.0.1/mcp", strings.NewReader("{}"))
+			r.Host = "127.0.0.1:1"
+			if tc.auth != "" {
+				r.Header.Set("Authorization", tc.auth)
+			}
+			r.Header.Set("Content-Type", "text/plain")
+			w := httptest.NewRecorder()
+			tr.ServeHTTP(w, r)
+			want := tc.want
+			if want != http.StatusUnauthorized && method != "POST" {
+				want = map[string]int{"GET": http.StatusNotAcceptable, "DELETE": http.StatusBadRequest}[method]
+			}
+			if w.Code != want || w.Header().Get("WWW-Authenticate") != tc.challenge {
+				t.Errorf("%s with %q: %d %q; want %d %q", method, tc.auth, w.Code, w.Header().Get("WWW-Authenticate"), want, tc.challenge)
+			}
+		}
+	}
+	open := newHTTPTransport(&Facade{}, false, "", nil)
+	r := httptest.NewRequest("POST", "http://127.0.0.1/mcp", nil)
+	r.Host = "127.0.0.1:1"
+	r.Header.Set("Authorization", "Bearer ")
+	w := httptest.NewRecorder()
+	open.ServeHTTP(w, r)
+	if w.Code != http.StatusUnauthorized {
+		t.Errorf("an empty token let a request in: %d", w.Code)
+	}
+}
+
+func TestHTTPHelp(t *testing.T) {
+	var b strings.Builder
+	printHTTPHelp(&b, "http://127.0.0.1:8765/mcp", "/st ate/it's/http.token")
+	out := b.String()
+	for _, want := range []string{
+		`claude mcp add --transport http shoal http://127.0.0.1:8765/mcp --header "Authorization: Bearer $(cat '/st ate/it'\''s/http.token')"`,
+		`"headers":{"Authorization":"Bearer <the contents of /st ate/it's/http.token>"}`,
+		`the token is in /st ate/it's/http.token`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("help lacks %s:\n%s", want, out)
+		}
+	}
+}
+
 func TestHTTPSweep(t *testing.T) {
 	f := &Facade{sessions: map[*session]struct{}{}, log: slog.New(slog.DiscardHandler)}
-	tr := newHTTPTransport(f, false, f.log)
+	tr := newHTTPTransport(f, false, "", f.log)
 	now := time.Now()
 	idle := &httpSession{session: f.newSession(), lastSeen: now.Add(-2 * tr.idle)}
 	streaming := &httpSession{session: f.newSession(), lastSeen: now.Add(-2 * tr.idle), streaming: true}

@@ -3,7 +3,8 @@
 // subscription whose notification carries seq and payload.
 //
 //   node interop.mjs stdio BINARY STATE_DIR   # starts the facade itself
-//   node interop.mjs http URL                  # a facade already serving HTTP
+//   node interop.mjs http URL TOKEN            # a facade already serving HTTP
+//                                              # (TOKEN: its state dir's http.token)
 //   SHOAL_MCP=BINARY node interop.mjs          # stdio, in a fresh state dir
 //
 // Exits 0 and prints "interop ok (<transport>)" when every check passed.
@@ -34,9 +35,12 @@ if (mode === "stdio") {
     stderr: "inherit",
   });
 } else if (mode === "http") {
-  transport = new StreamableHTTPClientTransport(new URL(rest[0]));
+  const [url, token] = rest;
+  transport = new StreamableHTTPClientTransport(new URL(url), {
+    requestInit: { headers: { Authorization: `Bearer ${token}` } },
+  });
 } else {
-  console.error("usage: node interop.mjs stdio BINARY STATE_DIR | http URL");
+  console.error("usage: node interop.mjs stdio BINARY STATE_DIR | http URL TOKEN");
   process.exit(2);
 }
 

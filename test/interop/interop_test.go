@@ -82,7 +82,8 @@ func TestTypeScriptSDKStdio(t *testing.T) {
 
 func TestTypeScriptSDKHTTP(t *testing.T) {
 	bin := setup(t)
-	cmd := exec.Command(bin, "--state-dir", shortDir(t), "--in-process", "--principal", "agent:interop", "--http", "127.0.0.1:0")
+	stateDir := shortDir(t)
+	cmd := exec.Command(bin, "--state-dir", stateDir, "--in-process", "--principal", "agent:interop", "--http", "127.0.0.1:0")
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -117,7 +118,12 @@ func TestTypeScriptSDKHTTP(t *testing.T) {
 	})
 	select {
 	case url := <-urls:
-		runScript(t, "http", url)
+		// The facade made its bearer token before it said where it serves.
+		token, err := os.ReadFile(filepath.Join(stateDir, "http.token"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		runScript(t, "http", url, strings.TrimSpace(string(token)))
 	case <-time.After(time.Minute):
 		t.Fatalf("facade did not start serving HTTP:\n%s", log.String())
 	}
