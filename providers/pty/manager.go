@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -111,6 +112,9 @@ func (m *Manager) Open(ctx context.Context, c *core.Caller, o OpenOptions) (Scre
 	}
 	env, err := m.env(session, o.Env)
 	if err != nil {
+		return Screen{}, err
+	}
+	if err := m.checkPolicy(ctx, c, display, cwd, o.Env); err != nil {
 		return Screen{}, err
 	}
 
@@ -453,6 +457,39 @@ func (m *Manager) program(o OpenOptions) (display, head string, args []string, e
 	default:
 		return "", "", nil, rpc.Errorf(rpc.InvalidParams, `pty.open needs a command, e.g. {"command":"bash"} or {"command":"less README.md"}`)
 	}
+}
+
+// policyCheck is the policy check exec uses (the plan provider's
+// CheckExec, under the "policy-check" service; mirrored here, not
+// imported).
+type policyCheck interface {
+	CheckExec(ctx context.Context, c *core.Caller, file *syntax.File, source, cwd string,
+		vars func(string) (string, bool), funcs func(string) (*syntax.Stmt, bool)) error
+}
+
+// checkPolicy judges what a PTY would start with the same analysis and
+// refusal as exec: the command, or argv joined with shell quoting, run in
+// cwd, with the variables the PTY is given as prefix assignments (so
+// BASH_ENV=… counts). Later keystrokes cannot be analysed; the
+// confinement holds there.
+func (m *Manager) checkPolicy(ctx context.Context, c *core.Caller, display, cwd string, env map[string]string) error {
+	if m.host == nil {
+		return nil
+	}
+	pc, err := core.Lookup[policyCheck](m.host, "policy-check")
+	if err != nil {
+		return nil
+	}
+	var src strings.Builder
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		q, err := syntax.Quote(env[k], syntax.LangBash)
+		if err != nil || !syntax.ValidName(k) {
+			return rpc.Errorf(rpc.InvalidParams, "env %q cannot be given to a program", k)
+		}
+		src.WriteString(k + "=" + q + " ")
+	}
+	src.WriteString(display)
+	return pc.CheckExec(ctx, c, nil, src.String(), cwd, nil, nil)
 }
 
 // commandHead is the name of the first command in shell source, as the

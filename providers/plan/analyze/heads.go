@@ -167,8 +167,11 @@ func (w *walker) call(s *scope, ce *syntax.CallExpr) {
 		if as.Array != nil {
 			w.substs(s, as.Array)
 		}
-		if r, ok := codeVars[as.Name.Value]; ok {
-			w.codeVar(as.Name.Value, r)
+		if r, ok := codeVars[as.Name.Value]; ok && as.Value != nil {
+			// An empty value (ENV= sh) turns the feature off.
+			if v, known := w.literal(s, as.Value); !known || v != "" {
+				w.codeVar(as.Name.Value, r)
+			}
 		}
 		if as.Name.Value == "PATH" {
 			if t == s {

@@ -1,0 +1,53 @@
+package pty
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/shoal-sh/shoal/core"
+	"github.com/shoal-sh/shoal/core/policy"
+	"github.com/shoal-sh/shoal/core/rpc"
+	"github.com/shoal-sh/shoal/providers/plan"
+)
+
+// pty.open goes through the policy with the same analysis as exec, and is
+// refused the same way: a recursive delete needs a plan, and nothing
+// starts.
+func TestOpenChecksPolicy(t *testing.T) {
+	m := newManager(t)
+	h := &core.Host{StateDir: t.TempDir()}
+	h.Provide(core.ServicePolicy, policy.Default())
+	if err := plan.New().Provision(h); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Provision(h); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "victim")
+	if err := os.MkdirAll(filepath.Join(dir, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range []OpenOptions{
+		{Command: "rm -rf " + dir},
+		{Argv: []string{"rm", "-rf", dir}},
+		{Command: "true", Env: map[string]string{"BASH_ENV": "evil.sh"}},
+		{Command: "kill -9 -1"},
+	} {
+		_, err := m.Open(context.Background(), alice, o)
+		if rpc.CodeOf(err) != rpc.PolicyRefused {
+			t.Fatalf("pty.open %+v: %v; want POLICY_REFUSED as exec", o, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "sub")); err != nil {
+		t.Fatalf("the refused PTY ran: %v", err)
+	}
+	if len(m.PTYs(alice.Session)) != 0 {
+		t.Fatal("a refused PTY is listed")
+	}
+	s := open(t, m, alice, OpenOptions{Argv: []string{"cat"}, Settle: 0})
+	if _, err := m.ClosePTY(alice.Session, s.PTY); err != nil {
+		t.Fatal(err)
+	}
+}
