@@ -473,7 +473,15 @@ func (s *Store) Size(hash string) (int64, error) {
 	}
 	st, err := os.Stat(s.path(hash))
 	if err != nil {
-		return 0, s.readError(hash, err)
+		if err = s.fetchMissing(hash, err); err != nil {
+			return 0, err
+		}
+		if st, err = os.Stat(s.path(hash)); err != nil {
+			if _, size, ok := s.pendingFile(hash); ok {
+				return size, nil
+			}
+			return 0, s.readError(hash, err)
+		}
 	}
 	return st.Size(), nil
 }

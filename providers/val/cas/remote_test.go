@@ -62,7 +62,10 @@ func TestRemote(t *testing.T) {
 	}
 	r.blobs[h], r.blobs[hb] = data, big
 
-	// b lacks them: Get and Open fetch, verify and keep them.
+	// b lacks them: Size, Get and Open fetch, verify and keep them.
+	if size, err := b.Size(h); err != nil || size != int64(len(data)) {
+		t.Fatalf("Size on b: %d %v", size, err)
+	}
 	if got, err := b.Get(h); err != nil || !bytes.Equal(got, data) {
 		t.Fatalf("Get on b: %q %v", got, err)
 	}
