@@ -30,6 +30,9 @@ type Config struct {
 	Events EventsConfig `toml:"events"`
 	// Plugins holds the operator's grants per plugin name.
 	Plugins map[string]PluginGrant `toml:"plugins"`
+	// Cluster joins kernels on several hosts through NATS JetStream
+	// (docs/cluster.md); without nats the kernel stands alone.
+	Cluster ClusterConfig `toml:"cluster"`
 	// Limits bound what one client can make the kernel hold.
 	Limits Limits `toml:"limits"`
 }
@@ -101,6 +104,37 @@ func (l *Limits) AttachDeadline() (time.Duration, error) {
 	return d, nil
 }
 
+// ClusterConfig is the [cluster] table (docs/cluster.md documents each
+// key and its default).
+type ClusterConfig struct {
+	// NATS is the server URL, or a comma-separated list of a cluster's
+	// URLs ("nats://host:4222"); empty means no cluster.
+	NATS string `toml:"nats"`
+	// Creds is a NATS credentials file (JWT and NKey seed).
+	Creds string `toml:"creds"`
+	// TLSCA is a PEM file of CAs to verify the server by; TLSCert and
+	// TLSKey a client certificate and its key.
+	TLSCA   string `toml:"tls_ca"`
+	TLSCert string `toml:"tls_cert"`
+	TLSKey  string `toml:"tls_key"`
+	// Name is this kernel's id in the cluster (default: the host name and
+	// a random suffix kept in the state directory).
+	Name string `toml:"name"`
+	// Replicas is the replica count of the streams and the object store
+	// bucket this kernel creates (default 1; 3 in a 3-node cluster).
+	Replicas int `toml:"replicas"`
+	// ChannelMaxMsgs, ChannelMaxAge and ChannelMaxBytes are the retention
+	// of each shared channel's stream (defaults 100000, "720h", 0 = no
+	// byte limit).
+	ChannelMaxMsgs  int64  `toml:"channel_max_msgs"`
+	ChannelMaxAge   string `toml:"channel_max_age"`
+	ChannelMaxBytes int64  `toml:"channel_max_bytes"`
+	// JournalMaxAge is how long the cluster journal keeps rows ("2160h").
+	JournalMaxAge string `toml:"journal_max_age"`
+	// ValuesMaxBytes caps the object store bucket of values (0: no cap).
+	ValuesMaxBytes int64 `toml:"values_max_bytes"`
+}
+
 // EventsConfig is the [events] table.
 type EventsConfig struct {
 	// Strict refuses publishes on user.* channels not declared below.
@@ -116,6 +150,9 @@ type ChannelDecl struct {
 	Name string `toml:"name"`
 	// Validator names a loaded validator plugin; empty means none.
 	Validator string `toml:"validator"`
+	// Shared makes the channel (or every channel of the pattern) one
+	// stream shared by every kernel of the cluster; it needs [cluster].
+	Shared bool `toml:"shared"`
 }
 
 // PluginGrant is what the operator allows one plugin ([plugins.NAME]).

@@ -10,6 +10,7 @@ import (
 const (
 	ServiceJournal  = "journal"  // a Journal, offered by providers/journal
 	ServiceBlobs    = "blobs"    // a Blobs, offered by providers/val
+	ServiceCluster  = "cluster"  // the cluster's state (Status() any), offered by providers/cluster when configured
 	ServiceExecutor = "executor" // an Executor, offered by providers/session
 	ServicePolicy   = "policy"   // a *policy.Policy, offered by the kernel
 	// ServiceWorkspaces is a Workspaces, offered by the kernel.

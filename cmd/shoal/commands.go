@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"runtime"
 	"strconv"
@@ -171,6 +172,7 @@ func publishCommand() *command {
 func journalCommand() *command {
 	filters := map[string]*string{}
 	var limit int
+	var clusterScope bool
 	return &command{name: "journal", args: "", short: "query the journal: who ran what, with which effects",
 		flags: func(fs *flag.FlagSet) {
 			// --principal is who the client acts as; --by filters rows.
@@ -181,6 +183,7 @@ func journalCommand() *command {
 			filters["until"] = fs.String("until", "", "only rows before this time (ns since the epoch)")
 			filters["effects"] = fs.String("effects", "", "only rows with these effects (comma-separated)")
 			fs.IntVar(&limit, "limit", 0, "rows (default 100)")
+			fs.BoolVar(&clusterScope, "cluster", false, "rows of every kernel of the cluster (docs/cluster.md)")
 		},
 		run: func(x *invocation, pos []string) error {
 			if len(pos) > 0 {
@@ -192,6 +195,9 @@ func journalCommand() *command {
 			}
 			if limit > 0 {
 				p["limit"] = limit
+			}
+			if clusterScope {
+				p["scope"] = "cluster"
 			}
 			return x.call("journal.query", p, func(raw json.RawMessage) error { return printJournal(x, raw) })
 		}}
@@ -229,20 +235,37 @@ func journalQuery(filters map[string]*string) (map[string]any, error) {
 func printJournal(x *invocation, raw json.RawMessage) error {
 	var r struct {
 		Rows []map[string]any `json:"rows"`
+		// Set by scope=cluster answers only.
+		Scope    string `json:"scope"`
+		Complete bool   `json:"complete"`
+		Scanned  int    `json:"scanned"`
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	if err := dec.Decode(&r); err != nil {
 		return err
 	}
+	cluster := r.Scope == "cluster"
 	tw := tabwriter.NewWriter(x.stdout, 0, 4, 2, ' ', 0)
+	if cluster {
+		fmt.Fprint(tw, "KERNEL\tHOST\t")
+	}
 	fmt.Fprintln(tw, "ID\tTIME\tPRINCIPAL\tKIND\tHEAD\tOK\tEFFECTS\tREF")
 	for _, row := range r.Rows {
 		ts, _ := row["ts"].(json.Number).Int64()
+		if cluster {
+			fmt.Fprintf(tw, "%v\t%v\t", row["kernel"], row["host"])
+		}
 		fmt.Fprintf(tw, "%v\t%s\t%v\t%v\t%v\t%v\t%v\t%v\n", row["entry_id"], time.Unix(0, ts).Format("2006-01-02 15:04:05"),
 			row["principal"], row["kind"], row["head"], row["ok"], joinAny(row["effects"]), row["ref"])
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if cluster && !r.Complete {
+		fmt.Fprintf(x.stdout, "(stopped after reading %d cluster journal messages; narrow with --since/--until to reach older rows)\n", r.Scanned)
+	}
+	return nil
 }
 
 func planCreateCommand() *command {
@@ -378,7 +401,31 @@ func printStatus(x *invocation, raw json.RawMessage) error {
 		}
 		fmt.Fprintln(w)
 	}
+	printCluster(w, r["cluster"])
 	return nil
+}
+
+// printCluster is the cluster part of shoal status.
+func printCluster(w io.Writer, v any) {
+	cs, ok := v.(map[string]any)
+	if !ok {
+		fmt.Fprintln(w, "cluster off (set nats under [cluster] in config.toml, or shoal kernel --nats URL)")
+		return
+	}
+	fmt.Fprintf(w, "cluster %v as kernel %v on %v (%v)", cs["state"], cs["kernel"], cs["host"], cs["nats"])
+	if e, _ := cs["last_error"].(string); e != "" && cs["connected"] != true {
+		fmt.Fprintf(w, ": %s", e)
+	}
+	fmt.Fprintln(w)
+	if j, ok := cs["journal"].(map[string]any); ok {
+		fmt.Fprintf(w, "cluster journal exported to row %v of %v (%v behind)\n", j["cursor"], j["last_entry_id"], j["behind"])
+	}
+	if v, ok := cs["values"].(map[string]any); ok {
+		fmt.Fprintf(w, "cluster values %v uploaded, %v fetched, %v waiting to upload\n", v["uploaded"], v["fetched"], v["pending_uploads"])
+	}
+	if c, ok := cs["channels"].(map[string]any); ok {
+		fmt.Fprintf(w, "shared channels declared %v, followed %v\n", joinAny(c["declared"]), joinAny(c["followed"]))
+	}
 }
 
 // humanDuration shows an uptime as a person says it: 45s, 3m12s,

@@ -73,6 +73,8 @@ type Options struct {
 	LoadPlugins PluginLoader
 	// Order arranges resource listings (see core.Order).
 	Order core.Order
+	// NATS overrides config.toml's [cluster] nats (shoal kernel --nats).
+	NATS string
 }
 
 // IdleExitFromConfig as Options.IdleExit defers to config.toml's idle_exit.
@@ -173,6 +175,9 @@ func New(opts Options, providers ...core.Provider) (k *Kernel, err error) {
 	idle, err := parseIdle(k.cfg.IdleExit)
 	if err != nil {
 		return nil, fmt.Errorf("config %s: idle_exit: %w", cfgPath, err)
+	}
+	if opts.NATS != "" {
+		k.cfg.Cluster.NATS = opts.NATS
 	}
 	if k.opts.IdleExit < 0 {
 		k.opts.IdleExit = idle

@@ -309,6 +309,9 @@ func (k *Kernel) status(context.Context, *conn, *core.Caller, json.RawMessage) (
 			out["journal"] = js.Stats()
 		}
 	}
+	if c, err := core.Lookup[interface{ Status() any }](k.host, core.ServiceCluster); err == nil {
+		out["cluster"] = c.Status()
+	}
 	return out, nil
 }
 

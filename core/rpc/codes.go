@@ -41,6 +41,7 @@ const (
 	TooManyConnections Code = -32033 // the peer's user has as many connections open as allowed
 	JournalUnavailable Code = -32034 // the journal cannot be written: nothing was run
 	JournalWriteFailed Code = -32035 // it ran, but its journal row could not be written
+	ClusterDown        Code = -32036 // the cluster (NATS) is unreachable: shared work is refused, local work goes on
 
 	PrincipalRefused Code = -32040 // the credential may not attach this principal
 	AlreadyAttached  Code = -32041 // a second session.attach on one connection
@@ -82,6 +83,7 @@ var Codes = []CodeInfo{
 	{TooManyConnections, "TOO_MANY_CONNECTIONS", "This user has as many connections open as limits.connections_per_uid allows; close some and retry."},
 	{JournalUnavailable, "JOURNAL_UNAVAILABLE", "The journal cannot be written (the message says why: disk full, damaged, closed); nothing was run."},
 	{JournalWriteFailed, "JOURNAL_WRITE_FAILED", "It ran, but its journal row could not be written: do not retry blindly, check its effects."},
+	{ClusterDown, "CLUSTER_UNAVAILABLE", "The cluster's NATS servers are unreachable: a shared-channel publish or a remote value is refused (nothing was published); local work goes on. Retry once `shoal status` shows the cluster connected."},
 	{PrincipalRefused, "PRINCIPAL_REFUSED", "The credential may not attach this principal: the agent token attaches only agent:* principals; a person's CLI uses operator.token."},
 	{AlreadyAttached, "ALREADY_ATTACHED", "The connection is attached already; one session.attach per connection: open another connection."},
 }

@@ -16,7 +16,7 @@ import (
 )
 
 // KernelUsage is the synopsis of the foreground kernel command.
-const KernelUsage = "shoal kernel [--state-dir DIR] [--socket PATH] [--config FILE] [--plugin-dir DIR]... [--idle-exit DUR] [--log-level L]"
+const KernelUsage = "shoal kernel [--state-dir DIR] [--socket PATH] [--config FILE] [--plugin-dir DIR]... [--idle-exit DUR] [--log-level L] [--nats URL]"
 
 // Main runs a kernel in the foreground until SIGTERM, SIGINT or SIGHUP
 // (or --idle-exit): what `shoal kernel` does, in the shoal-kernel binary.
@@ -57,6 +57,7 @@ func runKernel(args []string, stderr io.Writer) error {
 	config := fs.String("config", "", "config file (default STATE_DIR/config.toml)")
 	idle := fs.Duration("idle-exit", 0, "exit after this long with no connection, task or PTY (0: never)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	natsURL := fs.String("nats", "", "join the cluster of this NATS server; overrides [cluster] nats in config.toml (docs/cluster.md)")
 	var pluginDirs multi
 	fs.Var(&pluginDirs, "plugin-dir", "plugin folder, or folder of plugin folders (repeatable)")
 	if err := fs.Parse(args); err != nil {
@@ -74,7 +75,7 @@ func runKernel(args []string, stderr io.Writer) error {
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl}))
 	k, err := NewKernel(kernel.Options{StateDir: *stateDir, Socket: *socket, ConfigPath: *config,
-		PluginDirs: pluginDirs, IdleExit: *idle, Log: log})
+		PluginDirs: pluginDirs, IdleExit: *idle, Log: log, NATS: *natsURL})
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ package all
 
 import (
 	"github.com/shoal-sh/shoal/core"
+	"github.com/shoal-sh/shoal/providers/cluster"
 	"github.com/shoal-sh/shoal/providers/events"
 	"github.com/shoal-sh/shoal/providers/jobs"
 	"github.com/shoal-sh/shoal/providers/journal"
@@ -34,6 +35,8 @@ func Providers() []core.Provider {
 		sessions,
 		plan.New(),
 		terminals,
+		// Last: it hooks into the bus, the journal and the content store.
+		cluster.New(),
 	}
 }
 
