@@ -32,13 +32,15 @@ var builtins map[string]builtinFunc
 
 func init() {
 	builtins = map[string]builtinFunc{
-		"ls":   builtinLs,
-		"open": builtinOpen,
-		"from": builtinFrom,
-		"jq":   builtinJq,
-		"emit": builtinEmit,
-		"recv": builtinRecv,
-		"out":  builtinOut,
+		"ls": builtinLs,
+		// printf calls are rewritten to this name (compat.go).
+		printfBuiltin: builtinPrintf,
+		"open":        builtinOpen,
+		"from":        builtinFrom,
+		"jq":          builtinJq,
+		"emit":        builtinEmit,
+		"recv":        builtinRecv,
+		"out":         builtinOut,
 	}
 }
 

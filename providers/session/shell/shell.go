@@ -125,7 +125,11 @@ var parsers = sync.Pool{New: func() any { return syntax.NewParser(syntax.Variant
 func Parse(src string) (*syntax.File, error) {
 	p := parsers.Get().(*syntax.Parser)
 	defer parsers.Put(p)
-	return p.Parse(strings.NewReader(src), "")
+	f, err := p.Parse(strings.NewReader(src), "")
+	if err == nil {
+		splitFuncBodies(f)
+	}
+	return f, err
 }
 
 // Evaluator is one shell session. It is safe for concurrent use: foreground
@@ -199,7 +203,7 @@ func New(opts Options) (*Evaluator, error) {
 		interp.Env(expand.ListEnviron(env...)),
 		interp.Dir(dir),
 		interp.StdIO(nil, nil, nil),
-		interp.CallHandler(recoverCall(e.callHandler)),
+		interp.CallHandler(recoverCall(bashCalls(e.callHandler))),
 		interp.OpenHandler(recoverOpen(e.openHandler)),
 		interp.ExecHandlers(recoverMiddleware, e.builtinMiddleware, e.processMiddleware),
 	)
