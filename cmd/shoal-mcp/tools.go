@@ -404,7 +404,14 @@ func (f *Facade) toolApply(ctx context.Context, req mcp.CallToolRequest) (*mcp.C
 	if r := bind(req, &a); r != nil {
 		return r, nil
 	}
-	return f.execLike(ctx, "plan.apply", map[string]any{"ref": a.Plan}, false)
+	// A plan waiting for approval: the person at the host may decide it
+	// there, when the client can show a form (elicit.go).
+	note := f.askApproval(ctx, a.Plan)
+	res, err := f.execLike(ctx, "plan.apply", map[string]any{"ref": a.Plan}, false)
+	if note != "" && res != nil {
+		res.Content = append([]mcp.Content{mcp.NewTextContent(note)}, res.Content...)
+	}
+	return res, err
 }
 
 // execLike runs exec or plan.apply and shapes their common reply.
@@ -714,7 +721,7 @@ func (f *Facade) toolPlan(ctx context.Context, req mcp.CallToolRequest) (*mcp.Ca
 	case verdict == "allow" || approval == "approved":
 		fmt.Fprintf(&b, "Next: shoal_apply {\"plan\": %q} runs it.\n", ref)
 	default:
-		fmt.Fprintf(&b, "Next: a human approves it (shoal plan approve %s); then shoal_apply {\"plan\": %q} runs it.\n", ref, ref)
+		fmt.Fprintf(&b, "Next: shoal_apply {\"plan\": %q} asks the person in this host to approve it when the host can show a form; otherwise a human approves it first (%s).\n", ref, f.approveCommand(ref))
 	}
 	b.WriteString(indentJSON(raw))
 	return result(b.String(), m), nil

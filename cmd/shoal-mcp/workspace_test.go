@@ -19,6 +19,17 @@ import (
 // roots, when not nil, are offered to the facade (roots capability).
 func startIn(t *testing.T, sd *stateDir, dir string, roots []string, extra ...string) *mcpPeer {
 	t.Helper()
+	return startHost(t, sd, dir, hostClient{roots: roots}, extra...)
+}
+
+// hostClient is what a test client offers the facade.
+type hostClient struct {
+	roots  []string
+	elicit mcpclient.ElicitationHandler
+}
+
+func startHost(t *testing.T, sd *stateDir, dir string, hc hostClient, extra ...string) *mcpPeer {
+	t.Helper()
 	stderr := &syncBuffer{}
 	args := append([]string{"--state-dir", sd.dir, "--principal", "agent:proj", "--idle-exit", "1m", "--log-level", "info"}, extra...)
 	tr := stdioIn(dir, args, stderr)
@@ -26,15 +37,21 @@ func startIn(t *testing.T, sd *stateDir, dir string, roots []string, extra ...st
 		t.Fatal(err)
 	}
 	var opts []mcpclient.ClientOption
-	if roots != nil {
-		opts = append(opts, mcpclient.WithRootsHandler(rootsList(roots)))
+	if hc.roots != nil {
+		opts = append(opts, mcpclient.WithRootsHandler(rootsList(hc.roots)))
+	}
+	if hc.elicit != nil {
+		opts = append(opts, mcpclient.WithElicitationHandler(hc.elicit))
 	}
 	c := mcpclient.NewClient(tr, opts...)
 	p, err := initializeWith(c, stderr, func(r *mcp.InitializeRequest) {
-		if roots != nil {
+		if hc.roots != nil {
 			r.Params.Capabilities.Roots = &struct {
 				ListChanged bool `json:"listChanged,omitempty"`
 			}{}
+		}
+		if hc.elicit != nil {
+			r.Params.Capabilities.Elicitation = &mcp.ElicitationCapability{}
 		}
 	})
 	if err != nil {

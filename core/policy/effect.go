@@ -39,11 +39,16 @@ const (
 const (
 	// GrantApprove lets a principal approve or reject plans in its session.
 	GrantApprove = "Approve"
+	// GrantHostApproval lets the person at an MCP host approve or reject
+	// this principal's plans through the host: the facade asks them with
+	// an elicitation form and passes on their answer (plan.approve with
+	// via "elicitation"). A deny verdict stays a deny.
+	GrantHostApproval = "HostApproval"
 	// GrantEnvRead lets a principal see environment values.
 	GrantEnvRead = "EnvRead"
 )
 
-var knownGrants = []string{GrantApprove, GrantEnvRead}
+var knownGrants = []string{GrantApprove, GrantEnvRead, GrantHostApproval}
 
 // Effect is one thing a source would do, as the analyzer (or a run-time
 // hook) describes it to the policy. It is the neutral input of

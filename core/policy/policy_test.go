@@ -129,8 +129,8 @@ func TestGrants(t *testing.T) {
 	if g := p.Grants("human:owner"); strings.Join(g, ",") != "Approve,EnvRead" {
 		t.Fatalf("human grants %v", g)
 	}
-	if g := p.Grants("agent:x"); len(g) != 0 {
-		t.Fatalf("agent grants %v", g)
+	if g := p.Grants("agent:x"); strings.Join(g, ",") != "HostApproval" {
+		t.Fatalf("agent grants %v; want HostApproval only", g)
 	}
 	f, err := Parse(`
 [grants]
@@ -139,7 +139,7 @@ func TestGrants(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if g := f.Grants("agent:lead"); strings.Join(g, ",") != "Approve" {
+	if g := f.Grants("agent:lead"); strings.Join(g, ",") != "Approve,HostApproval" {
 		t.Fatalf("lead grants %v", g)
 	}
 	if g := f.Grants("human:a"); strings.Join(g, ",") != "Approve,EnvRead" {

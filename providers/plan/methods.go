@@ -43,6 +43,9 @@ type refParams struct {
 type decideParams struct {
 	Ref    string `json:"ref"`
 	Reason string `json:"reason,omitempty"`
+	// Via "elicitation": the decision is a person's, asked by the
+	// caller's MCP host (see [ViaElicitation]).
+	Via string `json:"via,omitempty"`
 }
 
 type applyParams struct {
@@ -195,7 +198,7 @@ func (p *Provider) mApprove(ctx context.Context, c *core.Caller, raw json.RawMes
 	if err := decode(raw, &a); err != nil {
 		return nil, err
 	}
-	return p.Decide(ctx, c, a.Ref, true, a.Reason)
+	return p.decideVia(ctx, c, a, true)
 }
 
 func (p *Provider) mReject(ctx context.Context, c *core.Caller, raw json.RawMessage) (any, error) {
@@ -203,7 +206,45 @@ func (p *Provider) mReject(ctx context.Context, c *core.Caller, raw json.RawMess
 	if err := decode(raw, &a); err != nil {
 		return nil, err
 	}
-	return p.Decide(ctx, c, a.Ref, false, a.Reason)
+	return p.decideVia(ctx, c, a, false)
+}
+
+// ViaElicitation is plan.approve's and plan.reject's via for a decision a
+// person made in the caller's MCP host (an elicitation form the facade
+// showed them).
+const ViaElicitation = "elicitation"
+
+// HostApprover is the approver a decision via elicitation is recorded
+// under: a person, reached through the host.
+const HostApprover = "human:host-elicitation"
+
+func (p *Provider) decideVia(ctx context.Context, c *core.Caller, a decideParams, approve bool) (Record, error) {
+	switch a.Via {
+	case "":
+		return p.Decide(ctx, c, a.Ref, approve, a.Reason)
+	case ViaElicitation:
+	default:
+		return Record{}, rpc.Errorf(rpc.InvalidParams, "via %q: the only way is \"elicitation\" (a person asked by the MCP host); leave it out to decide as yourself", a.Via)
+	}
+	e, err := p.lookup(c, a.Ref)
+	if err != nil {
+		return Record{}, err
+	}
+	e.mu.Lock()
+	owner, session := e.rec.Principal, e.rec.Session
+	e.mu.Unlock()
+	if owner != c.Principal || session != c.Session {
+		return Record{}, rpc.Errorf(rpc.Forbidden, "plan %s belongs to %s in session %s; a host asks its person only about its own plans", a.Ref, owner, session)
+	}
+	if !slices.Contains(p.Policy().Grants(owner), policy.GrantHostApproval) {
+		return Record{}, rpc.Errorf(rpc.Forbidden, "the policy does not let the person at %s's host approve its plans (no HostApproval grant for it in [grants]); run `%s`", owner, ApproveCommand(session, a.Ref))
+	}
+	host := &core.Caller{Session: c.Session, Principal: HostApprover, Grants: core.Grants{policy.GrantApprove}, ConnID: c.ConnID}
+	reason := a.Reason
+	if reason == "" {
+		reason = "decided in " + owner + "'s MCP host"
+	}
+	return p.Decide(ctx, host, a.Ref, approve, reason)
 }
 
 // Decide approves (approve=true) or rejects a plan on behalf of c, who

@@ -696,3 +696,50 @@ func TestSessionVarsAndFuncs(t *testing.T) {
 		t.Fatalf("session function: %+v %v", rec, err)
 	}
 }
+
+// TestApproveViaElicitation: the person at an agent's host approves or
+// rejects the agent's own plan through the facade (via elicitation); the
+// decision is journaled and announced as human:host-elicitation's. It is
+// refused for another principal's plan, for a principal the policy does
+// not give HostApproval, and for a deny verdict.
+func TestApproveViaElicitation(t *testing.T) {
+	r := newRig(t)
+	a := r.caller("main", "agent:a")
+	rec := r.create(t, a, "rm -rf build")
+	out, err := r.call(t, a, "plan.approve", map[string]string{"ref": rec.Ref, "via": ViaElicitation, "reason": "fine by me"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := out.(Record); got.Approval != Approved || got.ApprovedBy != HostApprover || got.DecisionReason != "fine by me" {
+		t.Fatalf("approved %+v", got)
+	}
+	if len(r.j.rows) != 1 || r.j.rows[0].Principal != HostApprover || r.j.rows[0].Kind != "approval" || r.j.rows[0].Ref != rec.Ref {
+		t.Fatalf("journal %+v", r.j.rows)
+	}
+	evs := r.approvalEvents(t)
+	if last := evs[len(evs)-1]; last["event"] != Approved || last["by"] != HostApprover {
+		t.Fatalf("approval event %v", last)
+	}
+	if _, err := r.call(t, a, "plan.apply", map[string]string{"ref": rec.Ref}); err != nil {
+		t.Fatalf("apply after the host's approval: %v", err)
+	}
+
+	rej := r.create(t, a, "rm -rf build/a.o build/b.o")
+	out, err = r.call(t, a, "plan.reject", map[string]string{"ref": rej.Ref, "via": ViaElicitation, "reason": "not now"})
+	if err != nil || out.(Record).Approval != Rejected || out.(Record).RejectedBy != HostApprover {
+		t.Fatalf("reject via elicitation: %v %+v", err, out)
+	}
+
+	other := r.create(t, r.caller("main", "agent:b"), "rm -rf build")
+	_, err = r.call(t, a, "plan.approve", map[string]string{"ref": other.Ref, "via": ViaElicitation})
+	wantCode(t, err, rpc.NotFound, "")
+	bot := r.caller("main", "bot:x")
+	botPlan := r.create(t, bot, "rm -rf build")
+	_, err = r.call(t, bot, "plan.approve", map[string]string{"ref": botPlan.Ref, "via": ViaElicitation})
+	wantCode(t, err, rpc.Forbidden, "HostApproval")
+	denied := r.create(t, a, "rm -rf /")
+	_, err = r.call(t, a, "plan.approve", map[string]string{"ref": denied.Ref, "via": ViaElicitation})
+	wantCode(t, err, rpc.Forbidden, "deny")
+	_, err = r.call(t, a, "plan.approve", map[string]string{"ref": rec.Ref, "via": "telepathy"})
+	wantCode(t, err, rpc.InvalidParams, "elicitation")
+}

@@ -1,0 +1,114 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/mark3labs/mcp-go/mcp"
+)
+
+// person answers approval forms as the test says, and keeps what it was
+// shown.
+type person struct {
+	decision, reason string
+	mu               sync.Mutex
+	shown            []mcp.ElicitationParams
+}
+
+func (p *person) Elicit(_ context.Context, req mcp.ElicitationRequest) (*mcp.ElicitationResult, error) {
+	p.mu.Lock()
+	p.shown = append(p.shown, req.Params)
+	p.mu.Unlock()
+	res := &mcp.ElicitationResult{}
+	res.Action = mcp.ElicitationResponseActionAccept
+	res.Content = map[string]any{"decision": p.decision, "reason": p.reason}
+	return res, nil
+}
+
+// TestApprovalInHost: a real client that answers elicitation approves a
+// pending plan from inside the host. shoal_apply shows the person the
+// plan's effects, targets, reversibility and verdict, the plan runs, and
+// the journal and the approval channel name the host's approver. A
+// rejection in the form keeps the plan from running.
+func TestApprovalInHost(t *testing.T) {
+	sd := newStateDir(t)
+	dir := t.TempDir()
+	who := &person{decision: "approve", reason: "scratch dir"}
+	p := startHost(t, sd, dir, hostClient{elicit: who})
+	p.sh("mkdir -p build && touch build/a.o")
+	plan, text := p.callOK("shoal_plan", map[string]any{"source": "rm -rf build"})
+	ref := plan["ref"].(string)
+	if plan["approval"] != "pending" || !strings.Contains(text, "asks the person in this host") || !strings.Contains(text, "--session "+projectSession(dir)) {
+		t.Fatalf("plan: %v\n%s", plan, text)
+	}
+	res := p.call("shoal_apply", map[string]any{"plan": ref})
+	if res.IsError {
+		t.Fatalf("apply after the person approved: %s", resultText(res))
+	}
+	if !strings.Contains(resultText(res), "The person approved "+ref) {
+		t.Errorf("apply text: %s", resultText(res))
+	}
+	if got := p.sh("ls build 2>/dev/null | wc -l"); got != "0" {
+		t.Errorf("build still there after the approved plan ran: %q", got)
+	}
+	who.mu.Lock()
+	if len(who.shown) != 1 {
+		t.Fatalf("the person was asked %d times", len(who.shown))
+	}
+	form := who.shown[0]
+	who.mu.Unlock()
+	for _, want := range []string{"rm -rf build", "fs.delete", dir + "/build", "Verdict: ask", "recursive delete", ref} {
+		if !strings.Contains(form.Message, want) {
+			t.Errorf("the form does not show %q:\n%s", want, form.Message)
+		}
+	}
+	schema, _ := json.Marshal(form.RequestedSchema)
+	if !strings.Contains(string(schema), `"enum":["approve","reject"]`) {
+		t.Errorf("form schema %s", schema)
+	}
+
+	k := sd.dial(t, "human:test", nil)
+	var j struct {
+		Rows []struct {
+			Principal string `json:"principal"`
+			Kind      string `json:"kind"`
+			Ref       string `json:"ref"`
+			Session   string `json:"session"`
+		} `json:"rows"`
+	}
+	if err := k.Call(context.Background(), "journal.query", map[string]any{"principal": "human:host-elicitation"}, &j); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, r := range j.Rows {
+		found = found || (r.Kind == "approval" && r.Principal == "human:host-elicitation" && r.Ref == ref && r.Session == projectSession(dir))
+	}
+	if !found {
+		t.Errorf("no approval row by human:host-elicitation for %s: %+v", ref, j.Rows)
+	}
+	page, err := k.Events(context.Background(), "approval", nil, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	approved := false
+	for _, ev := range page.Events {
+		approved = approved || (strings.Contains(string(ev.Payload), `"by":"human:host-elicitation"`) && strings.Contains(string(ev.Payload), ref))
+	}
+	if !approved {
+		t.Errorf("no approval event by the host's approver for %s", ref)
+	}
+
+	who.decision, who.reason = "reject", "not today"
+	p.sh("mkdir -p keep")
+	plan2, _ := p.callOK("shoal_plan", map[string]any{"source": "rm -rf keep"})
+	res = p.call("shoal_apply", map[string]any{"plan": plan2["ref"].(string)})
+	if !res.IsError || !strings.Contains(resultText(res), "rejected") || !strings.Contains(resultText(res), "not today") {
+		t.Errorf("apply after the person rejected: %s", resultText(res))
+	}
+	if got := p.sh("test -d keep && echo kept"); got != "kept" {
+		t.Errorf("a rejected plan ran")
+	}
+}
