@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 	"unicode/utf8"
 
 	"github.com/shoal-sh/shoal/core/render"
@@ -27,6 +28,9 @@ type Router struct {
 	order     Order
 	// RawCeiling bounds format=raw reads (bytes).
 	RawCeiling int64
+	// ListTimeout bounds each provider's List in a listing
+	// (DefaultListTimeout when zero).
+	ListTimeout time.Duration
 }
 
 // Order says how listings are arranged: Roots lists families whose root
@@ -117,13 +121,13 @@ func (r *Router) List(ctx context.Context, c *Caller) ([]Resource, error) {
 	}
 	var roots, entries []item
 	var errs []string
-	for pi, p := range provs {
-		res, err := p.List(ctx, c)
-		if err != nil {
-			errs = append(errs, fmt.Sprintf("%s: %v", p.Family(), err))
+	for pi, l := range r.listAll(ctx, c, provs) {
+		p := provs[pi]
+		if l.err != nil {
+			errs = append(errs, fmt.Sprintf("%s: %v", p.Family(), l.err))
 			continue
 		}
-		for i, x := range res {
+		for i, x := range l.res {
 			if x.MimeType == "" {
 				x.MimeType = "application/json"
 			}
@@ -156,6 +160,69 @@ func (r *Router) List(ctx context.Context, c *Caller) ([]Resource, error) {
 		return out, fmt.Errorf("some providers could not list: %s", strings.Join(errs, "; "))
 	}
 	return out, nil
+}
+
+// DefaultListTimeout bounds one provider's List within [Router.List].
+const DefaultListTimeout = 500 * time.Millisecond
+
+type listed struct {
+	res []Resource
+	err error
+}
+
+// listAll calls every provider's List at once, each with the router's
+// list deadline: a slow provider (a plugin, say) costs the others
+// nothing, and one that misses the deadline is reported, not waited for
+// (its call ends on its own; its answer is dropped).
+func (r *Router) listAll(ctx context.Context, c *Caller, provs []Provider) []listed {
+	timeout := r.ListTimeout
+	if timeout <= 0 {
+		timeout = DefaultListTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	out := make([]listed, len(provs))
+	type answer struct {
+		i int
+		listed
+	}
+	answers := make(chan answer, len(provs)) // buffered: a late answer never blocks
+	for i, p := range provs {
+		go func() {
+			var a answer
+			a.i = i
+			defer func() {
+				if v := recover(); v != nil {
+					a.err = fmt.Errorf("list panicked: %v", v)
+				}
+				answers <- a
+			}()
+			a.res, a.err = p.List(ctx, c)
+		}()
+	}
+	done := make([]bool, len(provs))
+	for range provs {
+		select {
+		case a := <-answers:
+			out[a.i], done[a.i] = a.listed, true
+		case <-ctx.Done():
+			for drained := false; !drained; {
+				select {
+				case a := <-answers:
+					out[a.i], done[a.i] = a.listed, true
+				default:
+					drained = true
+				}
+			}
+			for i, ok := range done {
+				if !ok {
+					out[i].err = fmt.Errorf("did not list within %v; its resources are left out of this listing", timeout)
+				}
+			}
+			return out
+		}
+	}
+	return out
 }
 
 // Templates concatenates every provider's templates, ordered by the

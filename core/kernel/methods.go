@@ -44,7 +44,7 @@ type readParams struct {
 	Limit   int     `json:"limit"`
 }
 
-func (k *Kernel) eventsRead(_ context.Context, _ *conn, _ *core.Caller, raw json.RawMessage) (any, error) {
+func (k *Kernel) eventsRead(_ context.Context, _ *conn, caller *core.Caller, raw json.RawMessage) (any, error) {
 	var p readParams
 	if err := decodeParams(raw, &p); err != nil {
 		return nil, err
@@ -55,7 +55,11 @@ func (k *Kernel) eventsRead(_ context.Context, _ *conn, _ *core.Caller, raw json
 	if p.Limit < 0 {
 		return nil, rpc.Errorf(rpc.InvalidParams, "limit must be positive")
 	}
-	return k.bus.Read(p.Channel, p.Since, p.Limit)
+	res, err := k.bus.Read(p.Channel, p.Since, p.Limit)
+	if err != nil {
+		return nil, err
+	}
+	return res.ForSession(caller.Session), nil
 }
 
 type publishParams struct {
@@ -115,7 +119,7 @@ func (k *Kernel) channelOf(p subscribeParams) (string, error) {
 	return ch, nil
 }
 
-func (k *Kernel) eventsSubscribe(_ context.Context, c *conn, _ *core.Caller, raw json.RawMessage) (any, error) {
+func (k *Kernel) eventsSubscribe(_ context.Context, c *conn, caller *core.Caller, raw json.RawMessage) (any, error) {
 	ch, err := k.channelParam(raw)
 	if err != nil {
 		return nil, err
@@ -127,7 +131,13 @@ func (k *Kernel) eventsSubscribe(_ context.Context, c *conn, _ *core.Caller, raw
 	}
 	if _, dup := c.subs[ch]; !dup {
 		rc := c.rc
-		sub, err := k.bus.Subscribe(ch, func(ev bus.Event) error { return rc.Notify(EventMethod, ev) })
+		session := caller.Session
+		sub, err := k.bus.Subscribe(ch, func(ev bus.Event) error {
+			if !bus.VisibleTo(ev, session) {
+				return nil // another session's render or task event
+			}
+			return rc.Notify(EventMethod, ev)
+		})
 		if err != nil {
 			return nil, err
 		}

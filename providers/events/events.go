@@ -58,7 +58,7 @@ func channelOf(u *uri.URI) (string, error) {
 // Read implements core.Provider. Typed parameters that do not parse are
 // dropped: a bad since reads from the oldest retained event, a bad limit
 // uses the default.
-func (p *Provider) Read(_ context.Context, _ *core.Caller, u *uri.URI) (*core.Content, error) {
+func (p *Provider) Read(_ context.Context, c *core.Caller, u *uri.URI) (*core.Content, error) {
 	ch, err := channelOf(u)
 	if err != nil {
 		return nil, err
@@ -75,7 +75,7 @@ func (p *Provider) Read(_ context.Context, _ *core.Caller, u *uri.URI) (*core.Co
 	if err != nil {
 		return nil, err
 	}
-	return &core.Content{Record: res}, nil
+	return &core.Content{Record: res.ForSession(c.Session)}, nil
 }
 
 // Channel implements core.Subscribable.

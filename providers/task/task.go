@@ -166,7 +166,8 @@ func (r *Registry) publish(rec Record) {
 	if r.bus == nil {
 		return
 	}
-	payload := map[string]any{"id": rec.ID, "task": rec.Task, "state": rec.State}
+	// session: only the task's own session sees its events (bus.VisibleTo).
+	payload := map[string]any{"id": rec.ID, "task": rec.Task, "session": rec.Session, "state": rec.State}
 	if rec.Exit != nil {
 		payload["exit"] = *rec.Exit
 	}
