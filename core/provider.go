@@ -140,6 +140,9 @@ type Content struct {
 	// Marks flag the content for the reader, e.g. "secret-source" for a
 	// value read from an environment dump or a .env file.
 	Marks []string
+	// Meta describes the content beside it (a live output read's offsets);
+	// the reply carries it as meta.
+	Meta map[string]any
 }
 
 // Waiter is implemented by providers whose resources can be waited on in

@@ -353,10 +353,10 @@ func (r *Router) Read(ctx context.Context, c *Caller, u *uri.URI, o ReadOptions)
 		}
 		switch format {
 		case render.FormatJSON:
-			return &ReadResult{Contents: []ContentItem{item(display, "application/json", text)}, StructuredContent: structured, Ref: content.Ref, Marks: content.Marks}, nil
+			return &ReadResult{Contents: []ContentItem{item(display, "application/json", text)}, StructuredContent: structured, Ref: content.Ref, Marks: content.Marks, Meta: content.Meta}, nil
 		case render.FormatRender:
 			sc, _ := json.Marshal(map[string]string{"ref": content.Ref, "render": text})
-			return &ReadResult{Contents: []ContentItem{item(display, "text/plain", text)}, StructuredContent: sc, Ref: content.Ref, Marks: content.Marks}, nil
+			return &ReadResult{Contents: []ContentItem{item(display, "text/plain", text)}, StructuredContent: sc, Ref: content.Ref, Marks: content.Marks, Meta: content.Meta}, nil
 		default:
 			return nil, rpc.Errorf(rpc.InvalidParams, "format=raw applies to values; %s is a kernel record (use format=json or render)", u.Path())
 		}
@@ -367,7 +367,7 @@ func (r *Router) Read(ctx context.Context, c *Caller, u *uri.URI, o ReadOptions)
 			return nil, err
 		}
 	}
-	res := &ReadResult{Ref: content.Ref, Marks: content.Marks}
+	res := &ReadResult{Ref: content.Ref, Marks: content.Marks, Meta: content.Meta}
 	origin := render.Origin{Path: path}
 	if hasGrep || hasSlice {
 		if v, origin.Offset, err = grepSlice(v, grep, hasGrep, sl, hasSlice); err != nil {

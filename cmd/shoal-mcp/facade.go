@@ -296,6 +296,7 @@ type kernelReadRaw struct {
 	StructuredContent json.RawMessage `json:"structuredContent"`
 	Elided            bool            `json:"elided"`
 	Marks             []string        `json:"marks"`
+	Meta              map[string]any  `json:"meta"`
 }
 
 // resourcesRead passes the kernel's envelope through. The kernel bounds
@@ -333,7 +334,7 @@ func (f *Facade) resourcesRead(ctx context.Context, params json.RawMessage) (any
 		b = append(b, `,"structuredContent":`...)
 		b = append(b, r.StructuredContent...)
 	}
-	if meta := readMeta(r.Elided, r.Marks); meta != nil {
+	if meta := readMeta(r.Elided, r.Marks, r.Meta); meta != nil {
 		mb, _ := json.Marshal(meta)
 		b = append(b, `,"_meta":`...)
 		b = append(b, mb...)
@@ -344,8 +345,8 @@ func (f *Facade) resourcesRead(ctx context.Context, params json.RawMessage) (any
 // readMeta carries what the kernel says about a read beyond the envelope
 // (elision, marks such as secret-derived values) in _meta, so the
 // envelope itself stays contents plus structuredContent.
-func readMeta(elided bool, marks []string) map[string]any {
-	if !elided && len(marks) == 0 {
+func readMeta(elided bool, marks []string, about map[string]any) map[string]any {
+	if !elided && len(marks) == 0 && len(about) == 0 {
 		return nil
 	}
 	m := map[string]any{}
@@ -354,6 +355,10 @@ func readMeta(elided bool, marks []string) map[string]any {
 	}
 	if len(marks) > 0 {
 		m[metaPrefix+"marks"] = marks
+	}
+	if len(about) > 0 {
+		// A live output read: where the bytes start, where to read next.
+		m[metaPrefix+"output"] = about
 	}
 	return m
 }

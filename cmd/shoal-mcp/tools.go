@@ -143,6 +143,7 @@ Big values come back elided with a note saying what was cut. Drill down instead 
     "elided": {"type": "boolean", "description": "true when the value was cut to fit; page with path/slice"},
     "cut": {"type": "array", "items": {"type": "string"}, "description": "what was left out"},
     "next": {"type": "string", "description": "the call that shows what was left out"},
+    "output": {"type": "object", "description": "for shoal://task/N/stdout?since=… reads: state of the task, next (the since of the following read), size so far; from and skipped when the bytes start later than asked (the middle of a long output is not kept)"},
     "marks": {"type": "array", "items": {"type": "string"}}
   },
   "required": ["uri", "value"]
@@ -642,7 +643,11 @@ func (f *Facade) toolGet(ctx context.Context, req mcp.CallToolRequest) (*mcp.Cal
 	} else {
 		o.set("uri", a.Target)
 	}
-	if r.Ref != "" {
+	if len(r.Meta) > 0 {
+		// A live output read: its offsets, and the read that continues it.
+		o.set("output", liveMeta(r.Meta))
+		text = liveHeader(o.get("uri"), r.Meta) + "\n" + text
+	} else if r.Ref != "" {
 		o.set("ref", r.Ref)
 	}
 	var cuts []cut
@@ -677,6 +682,32 @@ func (f *Facade) toolGet(ctx context.Context, req mcp.CallToolRequest) (*mcp.Cal
 		text = "marks: " + strings.Join(r.Marks, ", ") + "\n" + text
 	}
 	return modelResult(text, o), nil
+}
+
+// liveHeader is the status line of a live output read.
+func liveHeader(uri any, m map[string]any) string {
+	line := fmt.Sprintf("%v: %v, bytes %v..%v of %v", uri, m["state"], m["from"], m["next"], m["size"])
+	if sk, ok := m["skipped"]; ok {
+		line += fmt.Sprintf(" (%v bytes before them are no longer kept)", sk)
+	}
+	if m["state"] == "running" {
+		line += fmt.Sprintf("; read on with since=%v", m["next"])
+	}
+	return line
+}
+
+// liveMeta is what a model needs of a live read's meta: the task's state,
+// the next offset and the size, and where the bytes start when that is
+// not where it asked.
+func liveMeta(m map[string]any) *obj {
+	o := newObj().set("state", m["state"]).set("next", m["next"]).set("size", m["size"])
+	if m["from"] != m["since"] {
+		o.set("from", m["from"])
+	}
+	if sk, ok := m["skipped"]; ok {
+		o.set("skipped", sk)
+	}
+	return o
 }
 
 // pathOr is the path argument, "" when absent.

@@ -44,4 +44,7 @@ type ReadResult struct {
 	Elided bool `json:"elided,omitempty"`
 	// Marks flag the content, e.g. "secret-source".
 	Marks []string `json:"marks,omitempty"`
+	// Meta describes the content beside it, e.g. the offsets of a live
+	// output read ({task, stream, state, since, from, next, size}).
+	Meta map[string]any `json:"meta,omitempty"`
 }

@@ -406,9 +406,11 @@ func (p *Provider) exec(ctx context.Context, c *core.Caller, req core.ExecReques
 	// own context; cancelling the task (or closing the session) ends it.
 	runCtx, cancel := context.WithCancel(context.Background())
 	started := time.Now()
+	live := &shell.Live{}
 	run := func(detach <-chan struct{}) *shell.Result {
 		o := opts
 		o.Detach = detach
+		o.Live = live
 		defer once.Do(func() { close(checked) })
 		res, err := s.ev.RunWith(runCtx, req.Source, o)
 		if err != nil && res == nil {
@@ -430,7 +432,7 @@ func (p *Provider) exec(ctx context.Context, c *core.Caller, req core.ExecReques
 		return p.finish(ctx, c, s, req, entry, res)
 	}
 	if req.TimeoutMS > 0 && !req.Background && ownRequest && rpc.CanReplyNow(ctx) {
-		b, err := p.runOrAnswerEarly(ctx, c, s, req, entry, run, cancel, started, func() bool { return refused != nil })
+		b, err := p.runOrAnswerEarly(ctx, c, s, req, entry, run, cancel, started, live, func() bool { return refused != nil })
 		if b == nil && err == nil {
 			return refuse()
 		}
@@ -461,7 +463,7 @@ func (p *Provider) exec(ctx context.Context, c *core.Caller, req core.ExecReques
 			cancel()
 			return refuse()
 		}
-		return &built{reply: p.becomeTask(c, s, req, entry, cancel, done, started)}, nil
+		return &built{reply: p.becomeTask(c, s, req, entry, cancel, done, started, live)}, nil
 	}
 	select {
 	case res := <-done:
@@ -472,7 +474,7 @@ func (p *Provider) exec(ctx context.Context, c *core.Caller, req core.ExecReques
 		return p.finish(ctx, c, s, req, entry, res)
 	case <-timeout:
 		close(detach)
-		return &built{reply: p.becomeTask(c, s, req, entry, cancel, done, started)}, nil
+		return &built{reply: p.becomeTask(c, s, req, entry, cancel, done, started, live)}, nil
 	}
 }
 
@@ -486,7 +488,7 @@ func (p *Provider) exec(ctx context.Context, c *core.Caller, req core.ExecReques
 // When the run was refused by its policy check before the timeout, it
 // returns nil and no error: the caller answers the refusal.
 func (p *Provider) runOrAnswerEarly(ctx context.Context, c *core.Caller, s *sess, req core.ExecRequest, entry out.Entry,
-	run func(detach <-chan struct{}) *shell.Result, cancel context.CancelFunc, started time.Time, refused func() bool) (*built, error) {
+	run func(detach <-chan struct{}) *shell.Result, cancel context.CancelFunc, started time.Time, live *shell.Live, refused func() bool) (*built, error) {
 	defer cancel()
 	detach := make(chan struct{})
 	var mu sync.Mutex
@@ -500,7 +502,7 @@ func (p *Provider) runOrAnswerEarly(ctx context.Context, c *core.Caller, s *sess
 			return
 		}
 		close(detach)
-		t, taskReply = p.startTask(c, req, entry, cancel, started)
+		t, taskReply = p.startTask(c, req, entry, cancel, started, live)
 		reply := taskReply
 		mu.Unlock()
 		rpc.ReplyNow(ctx, reply)
@@ -526,8 +528,8 @@ func (p *Provider) runOrAnswerEarly(ctx context.Context, c *core.Caller, s *sess
 
 // becomeTask hands a running execution to the task registry; the reply
 // names the task and the out:N its value will have.
-func (p *Provider) becomeTask(c *core.Caller, s *sess, req core.ExecRequest, entry out.Entry, cancel context.CancelFunc, done chan *shell.Result, started time.Time) *core.ExecReply {
-	t, reply := p.startTask(c, req, entry, cancel, started)
+func (p *Provider) becomeTask(c *core.Caller, s *sess, req core.ExecRequest, entry out.Entry, cancel context.CancelFunc, done chan *shell.Result, started time.Time, live *shell.Live) *core.ExecReply {
+	t, reply := p.startTask(c, req, entry, cancel, started, live)
 	go func() {
 		defer cancel()
 		p.finishTask(t, c, s, req, entry, <-done)
@@ -537,10 +539,18 @@ func (p *Provider) becomeTask(c *core.Caller, s *sess, req core.ExecRequest, ent
 
 // startTask registers a running execution as a task and returns the reply
 // that names it.
-func (p *Provider) startTask(c *core.Caller, req core.ExecRequest, entry out.Entry, cancel context.CancelFunc, started time.Time) (*task.Task, *core.ExecReply) {
-	t := p.tasks.Begin(c.Session, c.Principal, req.Source, cancel, started)
+func (p *Provider) startTask(c *core.Caller, req core.ExecRequest, entry out.Entry, cancel context.CancelFunc, started time.Time, live *shell.Live) (*task.Task, *core.ExecReply) {
+	t := p.tasks.BeginWithOutput(c.Session, c.Principal, req.Source, cancel, started, liveOutput{live})
 	rec := t.Record()
 	return t, &core.ExecReply{Ref: entry.Ref, URI: entry.URI, State: "running", Task: rec.Task, TaskURI: rec.URI, Effects: []string{}}
+}
+
+// liveOutput lets the task registry follow a run's output.
+type liveOutput struct{ l *shell.Live }
+
+func (o liveOutput) ReadStream(stream string, since int64, limit int) ([]byte, int64, int64, bool) {
+	ch := o.l.Read(stream, since, limit)
+	return ch.Data, ch.From, ch.Size, ch.Open
 }
 
 // finishTask records a task's run once it ended, like a foreground one,

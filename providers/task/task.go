@@ -63,6 +63,16 @@ type Outcome struct {
 	Err       error // failed to run or capture (not a non-zero exit)
 }
 
+// Output is a running task's output as it is produced (the session's
+// shell.Live behind an adapter).
+type Output interface {
+	// ReadStream returns up to limit bytes of stream (stdout or stderr)
+	// from offset since: data starts at from (later than since when the
+	// bytes in between are no longer kept); size is the stream's size so
+	// far; open is false once the run's value holds the output.
+	ReadStream(stream string, since int64, limit int) (data []byte, from, size int64, open bool)
+}
+
 // Task is one live task.
 type Task struct {
 	mu       sync.Mutex
@@ -70,6 +80,7 @@ type Task struct {
 	cancel   context.CancelFunc
 	done     chan struct{}
 	finished bool
+	out      Output // nil when the run's output cannot be followed
 }
 
 // Record returns a copy of the task's record.
@@ -107,11 +118,18 @@ func Channel(id int) string { return "task." + strconv.Itoa(id) }
 // Begin records a running task. cancel stops its run (it must kill the
 // run's whole process group). Finish must be called when the run ends.
 func (r *Registry) Begin(session, principal, source string, cancel context.CancelFunc, started time.Time) *Task {
+	return r.BeginWithOutput(session, principal, source, cancel, started, nil)
+}
+
+// BeginWithOutput is [Registry.Begin] for a run whose output can be
+// followed while it runs: shoal://task/{id}/stdout and …/stderr read it,
+// and task.{id} carries its sizes at most once per [sizeEvery].
+func (r *Registry) BeginWithOutput(session, principal, source string, cancel context.CancelFunc, started time.Time, out Output) *Task {
 	now := time.Now().UnixNano()
 	r.mu.Lock()
 	id := r.next
 	r.next++
-	t := &Task{cancel: cancel, done: make(chan struct{}), rec: Record{
+	t := &Task{cancel: cancel, done: make(chan struct{}), out: out, rec: Record{
 		ID: id, Task: "task:" + strconv.Itoa(id), URI: "shoal://task/" + strconv.Itoa(id),
 		Session: session, Principal: principal, State: Running, Source: source, Description: describe(source),
 		Created: now, Started: started.UnixNano(),
@@ -120,7 +138,44 @@ func (r *Registry) Begin(session, principal, source string, cancel context.Cance
 	r.pruneLocked(session)
 	r.mu.Unlock()
 	r.publish(t.Record())
+	if out != nil && r.bus != nil {
+		go r.reportSizes(t)
+	}
 	return t
+}
+
+// sizeEvery bounds the rate of a running task's output events.
+const sizeEvery = time.Second
+
+// reportSizes publishes a running task's output sizes on task.{id}
+// whenever they changed, at most once per sizeEvery, until it ends: a
+// follower learns there is more to read (the offset and size, not the
+// bytes) without polling.
+func (r *Registry) reportSizes(t *Task) {
+	tick := time.NewTicker(sizeEvery)
+	defer tick.Stop()
+	var last [2]int64
+	for {
+		select {
+		case <-t.done:
+			return
+		case <-tick.C:
+		}
+		var now [2]int64
+		for i, s := range []string{"stdout", "stderr"} {
+			_, _, now[i], _ = t.out.ReadStream(s, 0, 0)
+		}
+		if now == last {
+			continue
+		}
+		last = now
+		rec := t.Record()
+		if rec.State != Running {
+			return
+		}
+		raw, _ := json.Marshal(map[string]any{"id": rec.ID, "task": rec.Task, "state": rec.State, "output": map[string]int64{"stdout": now[0], "stderr": now[1]}})
+		_, _ = r.bus.Publish(Channel(rec.ID), raw)
+	}
 }
 
 func describe(src string) string {
@@ -379,7 +434,7 @@ func (p *Provider) Provision(h *core.Host) error {
 func (*Provider) Templates() []core.Template {
 	return []core.Template{
 		{URITemplate: "shoal://task/{id}", Name: "task", MimeType: "application/json",
-			Description: "A background or timed-out execution: state (running, completed, failed, cancelled), source, times, exit, error and result_ref. Subscribable: state changes arrive as events of channel task.{id}."},
+			Description: "A background or timed-out execution: state (running, completed, failed, cancelled), source, times, exit, error and result_ref. Subscribable: state changes, and while it runs its output sizes, arrive as events of channel task.{id}. Its output so far: shoal://task/{id}/stdout?since=BYTES (and …/stderr) answers the bytes after that offset and meta.next, the offset to ask for next; without since, all output kept so far (grep and slice work on it)."},
 		{URITemplate: "shoal://task/{id}/out{?path,slice,grep,context,format}", Name: "task output", MimeType: "application/json",
 			Description: "The task's captured value once it has one (same path, slice and format as shoal://out/{n}); while running, or failed without a value, the task record itself. Subscribable like shoal://task/{id}."},
 	}
@@ -394,23 +449,27 @@ func (p *Provider) List(_ context.Context, c *core.Caller) ([]core.Resource, err
 	return out, nil
 }
 
-func idOf(u *uri.URI) (int, bool, error) {
+// idOf reads a task URI: its id and the part asked for ("" for the
+// record, out, stdout or stderr).
+func idOf(u *uri.URI) (int, string, error) {
+	part := ""
 	switch {
 	case len(u.Segments) == 1:
-	case len(u.Segments) == 2 && u.Segments[1] == "out":
+	case len(u.Segments) == 2 && (u.Segments[1] == "out" || u.Segments[1] == "stdout" || u.Segments[1] == "stderr"):
+		part = u.Segments[1]
 	default:
-		return 0, false, rpc.Errorf(rpc.BadURI, "use shoal://task/{id} or shoal://task/{id}/out")
+		return 0, "", rpc.Errorf(rpc.BadURI, "use shoal://task/{id}, shoal://task/{id}/out, or shoal://task/{id}/stdout?since=BYTES (…/stderr) for the output so far")
 	}
 	id, err := parseIDString(u.Segments[0])
 	if err != nil {
-		return 0, false, rpc.Errorf(rpc.BadURI, "%s", err.(*rpc.Error).Message)
+		return 0, "", rpc.Errorf(rpc.BadURI, "%s", err.(*rpc.Error).Message)
 	}
-	return id, len(u.Segments) == 2, nil
+	return id, part, nil
 }
 
 // Read implements core.Provider.
 func (p *Provider) Read(_ context.Context, c *core.Caller, u *uri.URI) (*core.Content, error) {
-	id, wantOut, err := idOf(u)
+	id, part, err := idOf(u)
 	if err != nil {
 		return nil, err
 	}
@@ -418,8 +477,11 @@ func (p *Provider) Read(_ context.Context, c *core.Caller, u *uri.URI) (*core.Co
 	if err != nil {
 		return nil, err
 	}
+	if part == "stdout" || part == "stderr" {
+		return p.readStream(c, t, part, u)
+	}
 	rec := t.Record()
-	if !wantOut || rec.ResultRef == "" || rec.State == Running || p.values == nil {
+	if part == "" || rec.ResultRef == "" || rec.State == Running || p.values == nil {
 		return &core.Content{Record: rec, Ref: rec.Task}, nil
 	}
 	return p.values.Content(c.Session, rec.ResultRef)
@@ -427,7 +489,10 @@ func (p *Provider) Read(_ context.Context, c *core.Caller, u *uri.URI) (*core.Co
 
 // Channel implements core.Subscribable: both task forms map to task.{id}.
 func (*Provider) Channel(u *uri.URI) (string, bool) {
-	id, _, err := idOf(u)
+	id, part, err := idOf(u)
+	if part == "stdout" || part == "stderr" {
+		return "", false
+	}
 	if err != nil {
 		return "", false
 	}

@@ -1,6 +1,7 @@
 package shell
 
 import (
+	"bytes"
 	"fmt"
 	"strings"
 	"sync"
@@ -27,7 +28,8 @@ type capture struct {
 	tailPos  int    // next write position in tail once it is full
 	tailFull bool
 	total    int64
-	released bool // the run's result is built; later output is dropped
+	lines    int64 // newlines written, for progress reports
+	released bool  // the run's result is built; later output is dropped
 }
 
 const (
@@ -50,6 +52,7 @@ func (c *capture) Write(p []byte) (int, error) {
 		return n, nil
 	}
 	c.total += int64(n)
+	c.lines += int64(bytes.Count(p, newline))
 	for len(p) > 0 && c.headLen < c.headLimit {
 		last := len(c.head) - 1
 		if last < 0 || len(c.head[last]) == cap(c.head[last]) {

@@ -81,6 +81,8 @@ type RunOptions struct {
 	// File, when set, is src as [Parse] parsed it: a caller that already
 	// parsed the source (for a policy check) saves the second parse.
 	File *syntax.File
+	// Live, when set, follows the run's output while it runs.
+	Live *Live
 	// Check, when set, is called once the run has its turn (a foreground
 	// run holds the foreground; a task has made its copy), with the
 	// session state the run starts from. An error from it ends the run
@@ -253,6 +255,9 @@ func (e *Evaluator) RunWith(ctx context.Context, src string, opts RunOptions) (*
 	}
 
 	ru := e.newRun(file)
+	if opts.Live != nil {
+		opts.Live.attach(ru.stdout, ru.stderr)
+	}
 	if isClosed(opts.Detach) {
 		ru.detached = true
 	} else {

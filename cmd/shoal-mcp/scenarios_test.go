@@ -1,0 +1,141 @@
+package main
+
+// Scenarios of issue 13, through a real MCP client (mcp-go's, talking to
+// the facade binary over stdio): what a model finds, follows, stops and
+// keeps, with the bytes a host would feed it counted two ways — as
+// JSON.stringify(structuredContent), which Claude Code hands the model,
+// and as the text content.
+
+import (
+	"bytes"
+	"encoding/json"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+)
+
+// resultBytes measures one tool result: JSON.stringify of its
+// structuredContent (re-encoded without HTML escaping, as JavaScript
+// would) and the bytes of its text.
+func resultBytes(t testing.TB, res *mcp.CallToolResult) (structured, text int) {
+	t.Helper()
+	dec := json.NewDecoder(bytes.NewReader(res.RawStructuredContent))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		t.Fatalf("structuredContent %s: %v", res.RawStructuredContent, err)
+	}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		t.Fatal(err)
+	}
+	return len(bytes.TrimRight(b.Bytes(), "\n")), len(resultText(res))
+}
+
+// tally adds up what a scenario fed the model.
+type tally struct {
+	t                testing.TB
+	name             string
+	calls            int
+	structured, text int
+}
+
+func (ty *tally) add(res *mcp.CallToolResult) {
+	ty.t.Helper()
+	s, x := resultBytes(ty.t, res)
+	ty.calls++
+	ty.structured += s
+	ty.text += x
+	if s > defaultResultBudget {
+		ty.t.Errorf("%s: one result's structuredContent is %d bytes, over the %d budget", ty.name, s, defaultResultBudget)
+	}
+}
+
+// report logs the tally and checks structuredContent ≤ text.
+func (ty *tally) report() {
+	ty.t.Helper()
+	ty.t.Logf("%s: %d calls, structuredContent %d bytes, text %d bytes", ty.name, ty.calls, ty.structured, ty.text)
+	if ty.structured > ty.text {
+		ty.t.Errorf("%s: structuredContent %d bytes > text %d bytes", ty.name, ty.structured, ty.text)
+	}
+}
+
+// structuredOf decodes a result's structuredContent.
+func structuredOf(t testing.TB, res *mcp.CallToolResult) map[string]any {
+	t.Helper()
+	if res.IsError {
+		t.Fatalf("isError: %s", resultText(res))
+	}
+	var m map[string]any
+	if err := json.Unmarshal(res.RawStructuredContent, &m); err != nil {
+		t.Fatalf("structuredContent %s: %v", res.RawStructuredContent, err)
+	}
+	return m
+}
+
+// TestScenarioLiveOutput: a task printing a line every 200 ms can be
+// read while it runs, each read starting where the last ended.
+func TestScenarioLiveOutput(t *testing.T) {
+	sd := newStateDir(t)
+	p := startStdio(t, sd, "agent:test")
+	ty := &tally{t: t, name: "live output"}
+	res := p.call("shoal_exec", map[string]any{"source": "for i in $(seq 1 20); do echo tick $i; sleep 0.2; done", "background": true})
+	ty.add(res)
+	m := structuredOf(t, res)
+	task, _ := m["task"].(string)
+	if task == "" || !strings.Contains(m["next"].(string), "/stdout?since=0") {
+		t.Fatalf("background exec: %v", m)
+	}
+	id := strings.TrimPrefix(task, "task:")
+	var got strings.Builder
+	var offsets []int64
+	since := int64(0)
+	readsWhileRunning := 0
+	ended := waitFor(waitLong, func() bool {
+		res := p.call("shoal_get", map[string]any{"target": "shoal://task/" + id + "/stdout?since=" + itoa(since)})
+		ty.add(res)
+		m := structuredOf(t, res)
+		out := m["output"].(map[string]any)
+		chunk, _ := m["value"].(string)
+		got.WriteString(chunk)
+		next := int64(out["next"].(float64))
+		if next < since {
+			t.Fatalf("next %d went back from %d", next, since)
+		}
+		if out["state"] == "running" && chunk != "" {
+			readsWhileRunning++
+			offsets = append(offsets, next)
+		}
+		since = next
+		if out["state"] != "running" {
+			return true
+		}
+		time.Sleep(150 * time.Millisecond) // a model reads now and then, not in a busy loop
+		return false
+	})
+	if !ended {
+		t.Fatal("the task did not end")
+	}
+	t.Logf("offsets read while running: %v", offsets)
+	if readsWhileRunning < 2 {
+		t.Errorf("only %d reads with new output while the task ran", readsWhileRunning)
+	}
+	// What was followed is the whole output, in order.
+	var want strings.Builder
+	for i := 1; i <= 20; i++ {
+		want.WriteString("tick " + itoa(int64(i)) + "\n")
+	}
+	rest := p.call("shoal_get", map[string]any{"target": "shoal://task/" + id + "/stdout?since=" + itoa(since)})
+	got.WriteString(structuredOf(t, rest)["value"].(string))
+	if got.String() != want.String() {
+		t.Errorf("followed %q, want %q", got.String(), want.String())
+	}
+	ty.report()
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
