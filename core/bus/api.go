@@ -13,6 +13,10 @@ type Event struct {
 	Seq     uint64          `json:"seq"`
 	TS      int64           `json:"ts"`
 	Payload json.RawMessage `json:"payload"`
+
+	// wire is shared by every copy of an event the ring stored while the
+	// channel had subscribers: its encoding, made once (see Wire).
+	wire *wireOnce
 }
 
 // DurableStore backs a durable channel (journal, session.transcript): it

@@ -115,6 +115,10 @@ func (c *channel) appendLocked(ts int64, payload json.RawMessage) *Event {
 		c.chunk = c.chunk[1:]
 	}
 	*ev = Event{Channel: c.name, Seq: seq, TS: ts, Payload: payload}
+	if c.subs > 0 {
+		// Its subscribers' writers share one encoding (Event.Wire).
+		ev.wire = new(wireOnce)
+	}
 	r.slots[seq%size].Store(ev)
 	c.bytes += len(payload)
 	if c.budget > 0 && c.bytes > c.budget {

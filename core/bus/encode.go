@@ -1,9 +1,54 @@
 package bus
 
 import (
+	"bytes"
 	"encoding/json"
 	"strconv"
+	"sync"
 )
+
+type wireOnce struct {
+	once sync.Once
+	b    []byte
+}
+
+// Wire returns the event as compact JSON (AppendJSON with the payload's
+// whitespace removed), ready to go into a frame as it is. An event the
+// ring stored while its channel had subscribers is encoded once, by the
+// first writer that asks, and every subscriber's writer shares those
+// bytes: fan-out costs one encoding per event, not one per subscriber.
+// The result must not be modified.
+func (ev *Event) Wire() []byte {
+	if ev.wire == nil {
+		return ev.compactJSON()
+	}
+	ev.wire.once.Do(func() { ev.wire.b = ev.compactJSON() })
+	return ev.wire.b
+}
+
+func (ev *Event) compactJSON() []byte {
+	b := ev.AppendJSON(make([]byte, 0, 64+len(ev.Payload)))
+	if !hasSpace(ev.Payload) {
+		return b
+	}
+	var out bytes.Buffer
+	out.Grow(len(b))
+	if json.Compact(&out, b) != nil {
+		return b // payloads were checked at publish; not reached
+	}
+	return out.Bytes()
+}
+
+// hasSpace reports whether p holds a JSON whitespace byte (inside a
+// string too: then Compact keeps it, harmlessly).
+func hasSpace(p []byte) bool {
+	for _, c := range p {
+		if c == ' ' || c == '\n' || c == '\t' || c == '\r' {
+			return true
+		}
+	}
+	return false
+}
 
 // AppendJSON appends the event as JSON. Payloads were checked at publish;
 // a payload that still holds whitespace is copied as it is (the kernel's

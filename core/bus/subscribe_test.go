@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -498,5 +499,82 @@ func TestHammer(t *testing.T) {
 		if real+dropped != total || st.sub.Dropped() != dropped || st.sub.Delivered() != real {
 			t.Fatalf("%s: real %d dropped %d total %d", st.channel, real, dropped, total)
 		}
+	}
+}
+
+// TestSubscribeBatches: a batch sink stalled on its first batch gets the
+// rest in order, one exact drop marker at the head of a batch, batches of
+// at most writerBatch+1; two subscribers share each event's encoding,
+// which is compact.
+func TestSubscribeBatches(t *testing.T) {
+	b := newTestBus(t, Options{})
+	entered, release := make(chan struct{}), make(chan struct{})
+	var stalledOnce sync.Once
+	var mu sync.Mutex
+	var got []Event
+	var wires [][]byte
+	finished := make(chan struct{})
+	const total = 5_000
+	sub, err := b.SubscribeBatches("user.batch", func(evs []Event) error {
+		stalledOnce.Do(func() {
+			close(entered)
+			<-release
+		})
+		if len(evs) == 0 || len(evs) > writerBatch+1 {
+			t.Errorf("batch of %d", len(evs))
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		for i, ev := range evs {
+			if _, _, m := IsMarker(ev); m && i != 0 {
+				t.Errorf("marker at %d of its batch", i)
+			}
+			got = append(got, ev)
+			if ev.Seq == total-1 {
+				close(finished)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	other, err := b.SubscribeBatches("user.batch", func(evs []Event) error {
+		mu.Lock()
+		defer mu.Unlock()
+		for i := range evs {
+			if evs[i].Seq == 0 {
+				wires = append(wires, evs[i].Wire())
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	mustPublish(t, b, "user.batch", json.RawMessage("{ \"i\" :\n 0 }"))
+	<-entered
+	for i := 1; i < total; i++ {
+		mustPublish(t, b, "user.batch", seqPayload(i))
+	}
+	close(release)
+	<-finished
+	sub.Close()
+	other.Close()
+	mu.Lock()
+	evs := slices.Clone(got)
+	mu.Unlock()
+	real, markers := checkStream(t, evs, 0, total)
+	if len(markers) != 1 || real+sub.Dropped() != total || sub.Delivered() != real {
+		t.Fatalf("%d markers, real %d, dropped %d, delivered %d", len(markers), real, sub.Dropped(), sub.Delivered())
+	}
+	w := evs[0].Wire()
+	if want := `{"channel":"user.batch","seq":0,"ts":` + strconv.FormatInt(evs[0].TS, 10) + `,"payload":{"i":0}}`; string(w) != want {
+		t.Fatalf("wire %s, want %s", w, want)
+	}
+	if len(wires) != 1 || &wires[0][0] != &w[0] {
+		t.Fatalf("the two subscribers did not share one encoding")
 	}
 }

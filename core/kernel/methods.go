@@ -132,11 +132,18 @@ func (k *Kernel) eventsSubscribe(_ context.Context, c *conn, caller *core.Caller
 	if _, dup := c.subs[ch]; !dup {
 		rc := c.rc
 		session := caller.Session
-		sub, err := k.bus.Subscribe(ch, func(ev bus.Event) error {
-			if !bus.VisibleTo(ev, session) {
-				return nil // another session's render or task event
+		var frames [][]byte
+		sub, err := k.bus.SubscribeBatches(ch, func(evs []bus.Event) error {
+			frames = frames[:0]
+			for i := range evs {
+				if bus.VisibleTo(evs[i], session) { // not another session's render or task event
+					frames = append(frames, evs[i].Wire())
+				}
 			}
-			return rc.Notify(EventMethod, ev)
+			if len(frames) == 0 {
+				return nil
+			}
+			return rc.NotifyEncoded(EventMethod, frames...)
 		})
 		if err != nil {
 			return nil, err

@@ -427,21 +427,34 @@ func (c *Conn) write(m *Message) error {
 	if err != nil {
 		return err
 	}
+	return c.queue(b)
+}
+
+// queue queues the frame made of parts, copied straight into the pending
+// buffer (a notification's parts are a shared prefix, an encoding shared
+// by every subscriber, and a suffix: nothing is built per connection).
+func (c *Conn) queue(parts ...[]byte) error {
+	n := 0
+	for _, p := range parts {
+		n += len(p)
+	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	c.unwritten += len(b)
+	c.unwritten += n
 	for c.writing && len(c.pending) >= maxPending && c.werr == nil && c.ctx.Err() == nil {
 		c.wcond.Wait()
 	}
 	if c.werr != nil || c.ctx.Err() != nil {
-		c.unwritten -= len(b)
+		c.unwritten -= n
 		c.wcond.Broadcast()
 		if c.werr != nil {
 			return c.werr
 		}
 		return ErrClosed
 	}
-	c.pending = append(c.pending, b...)
+	for _, p := range parts {
+		c.pending = append(c.pending, p...)
+	}
 	if c.writing {
 		return nil // the active writer sends it
 	}
@@ -467,6 +480,35 @@ func (c *Conn) write(m *Message) error {
 	c.wcond.Broadcast()
 	return c.werr
 }
+
+// NotifyEncoded sends notifications of one method, one per params, each
+// already compact JSON (one value, no newline), in one write: the bus's
+// shared encodings of a subscriber's waiting events go out together,
+// without being encoded again per connection.
+func (c *Conn) NotifyEncoded(method string, params ...[]byte) error {
+	prefix, ok := notifyPrefixes.Load(method)
+	if !ok {
+		name, err := json.Marshal(method)
+		if err != nil {
+			return fmt.Errorf("encode method %s: %w", method, err)
+		}
+		prefix, _ = notifyPrefixes.LoadOrStore(method, []byte(`{"jsonrpc":"2.0","method":`+string(name)+`,"params":`))
+	}
+	parts := make([][]byte, 0, 3*len(params))
+	for _, p := range params {
+		if len(p) == 0 {
+			p = []byte("null")
+		}
+		parts = append(parts, prefix.([]byte), p, notifySuffix)
+	}
+	return c.queue(parts...)
+}
+
+// notifyPrefixes holds the encoded frame start of each notification
+// method in use (a handful).
+var notifyPrefixes sync.Map
+
+var notifySuffix = []byte("}\n")
 
 // Notify sends a notification.
 func (c *Conn) Notify(method string, params any) error {

@@ -293,3 +293,36 @@ func TestReplyNow(t *testing.T) {
 	close(release)
 	<-returned
 }
+
+// TestNotifyEncoded: pre-encoded params go out as the frames Encode makes
+// for the same notifications, in one write.
+func TestNotifyEncoded(t *testing.T) {
+	a, b := net.Pipe()
+	conn := NewConn(a, ConnOptions{})
+	go conn.Run()
+	defer func() {
+		conn.Close()
+		<-conn.Done()
+	}()
+	params := [][]byte{[]byte(`{"seq":1}`), nil, []byte(`"x"`)}
+	go func() { _ = conn.NotifyEncoded("events.event", params...) }()
+	var want []byte
+	for _, p := range params {
+		if p == nil {
+			p = []byte("null")
+		}
+		f, err := Encode(&Message{JSONRPC: "2.0", Method: "events.event", Params: p})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, f...)
+	}
+	got := make([]byte, len(want))
+	if _, err := io.ReadFull(b, got); err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != string(want) {
+		t.Fatalf("frames\n%s\nwant\n%s", got, want)
+	}
+	b.Close()
+}

@@ -80,7 +80,7 @@ type Drop struct {
 
 // IsDrop reports whether ev is a synthetic drop marker and decodes it.
 func (ev Event) IsDrop() (Drop, bool) {
-	dropped, latest, ok := bus.IsMarker(bus.Event(ev))
+	dropped, latest, ok := bus.IsMarker(bus.Event{Channel: ev.Channel, Seq: ev.Seq, TS: ev.TS, Payload: ev.Payload})
 	return Drop{dropped, latest}, ok
 }
 
