@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/shoal-sh/shoal/core/kernel"
+	"github.com/shoal-sh/shoal/core/statedir"
 	"github.com/shoal-sh/shoal/sdk/client"
 )
 
@@ -96,7 +97,7 @@ type rawSubscriber struct {
 
 func subscribeRaw(tb testing.TB, dir, channel string) *rawSubscriber {
 	tb.Helper()
-	token, err := kernel.ReadToken(dir)
+	token, err := statedir.ReadToken(dir, statedir.TokenName)
 	if err != nil {
 		tb.Fatal(err)
 	}
