@@ -87,7 +87,10 @@ func startMember(t testing.TB, name, url, config string, o client.Options) *memb
 	t.Helper()
 	dir := testkernel.ShortDir(t)
 	cfg := filepath.Join(t.TempDir(), "config.toml")
-	if err := os.WriteFile(cfg, []byte(config+"\n[cluster]\nname = \""+name+"\"\n"), 0o600); err != nil {
+	if !strings.Contains(config, "[cluster]") { // else it is the config's last table
+		config += "\n[cluster]"
+	}
+	if err := os.WriteFile(cfg, []byte(config+"\nname = \""+name+"\"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	k := testkernel.Start(t, kernel.Options{StateDir: dir, ConfigPath: cfg, NATS: url})
@@ -485,4 +488,56 @@ func lastEntry(m *member) (uint64, error) {
 		return 0, err
 	}
 	return j.(*journal.Journal).LastEntryID()
+}
+
+// A kernel starts while its NATS server is down, works locally, and joins
+// once the server is up: the journal rows written meanwhile are exported.
+func TestStartWhileDown(t *testing.T) {
+	n := startNATS(t)
+	n.stop()
+	a := startMember(t, "a", n.url(), sharedConfig, client.Options{})
+	x := ctx(t)
+	if _, err := a.c.Publish(x, "user.ci.x", 1); rpc.CodeOf(err) != rpc.ClusterDown {
+		t.Fatalf("publish before NATS is up: %v", err)
+	}
+	if _, err := a.c.Events(x, "user.ci.x", nil, 0); rpc.CodeOf(err) != rpc.ClusterDown {
+		t.Fatalf("read before NATS is up: %v", err)
+	}
+	if r, err := a.c.Exec(x, "echo offline", client.ExecOptions{}); err != nil || r.OK == nil || !*r.OK {
+		t.Fatalf("exec before NATS is up: %+v %v", r, err)
+	}
+	n.start()
+	waitFor(t, "the connection", func() bool { return a.cl.Status().(map[string]any)["connected"] == true })
+	if ev, err := a.c.Publish(x, "user.ci.x", 1); err != nil || ev.Seq != 0 {
+		t.Fatalf("publish once NATS is up: %+v %v", ev, err)
+	}
+	if err := a.cl.Sync(x); err != nil {
+		t.Fatal(err)
+	}
+	var res journal.ClusterResult
+	if err := a.c.Call(x, "journal.query", map[string]any{"scope": "cluster", "head": "echo"}, &res); err != nil || len(res.Rows) != 1 || res.Rows[0].Source != "echo offline" {
+		t.Fatalf("the offline row in the cluster journal: %+v %v", res, err)
+	}
+}
+
+// Retention is the stream's: with channel_max_msgs = 5 a reader sees the
+// newest five, oldest_seq moved up, and a cursor behind it truncated.
+func TestRetention(t *testing.T) {
+	n := startNATS(t)
+	cfg := sharedConfig + "\n[cluster]\nchannel_max_msgs = 5\n"
+	a := startMember(t, "a", n.url(), cfg, client.Options{})
+	b := startMember(t, "b", n.url(), cfg, client.Options{})
+	x := ctx(t)
+	for i := range 8 {
+		if _, err := a.c.Publish(x, "user.ci.r", i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p, err := b.c.Events(x, "user.ci.r", ptr(uint64(0)), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(seqsOf(p.Events), []uint64{3, 4, 5, 6, 7}) || *p.OldestSeq != 3 || *p.LatestSeq != 7 || !p.Truncated {
+		t.Fatalf("read after retention: seqs %v oldest %v latest %v truncated %v", seqsOf(p.Events), *p.OldestSeq, *p.LatestSeq, p.Truncated)
+	}
 }
