@@ -201,7 +201,7 @@ func builtinOpen(c *call) error {
 	if fi.Size() > maxInput {
 		return c.failf(1, "%s is %d MiB, more than the %d MiB open reads; use head, grep or an external tool", name, fi.Size()>>20, maxInput>>20)
 	}
-	data, err := os.ReadFile(abs)
+	data, err := c.readFile(abs)
 	if err != nil {
 		return c.failf(1, "%s: %v", name, unwrapPathError(err))
 	}

@@ -48,7 +48,10 @@ func (e *Evaluator) openHandler(ctx context.Context, path string, flag int, perm
 			}
 		}
 	}
-	return interp.DefaultOpenHandler()(ctx, path, flag, perm)
+	if path != "" && !filepath.IsAbs(path) {
+		path = filepath.Join(interp.HandlerCtx(ctx).Dir, path)
+	}
+	return e.openFile(runOf(ctx), path, flag, perm)
 }
 
 // quietPath is a device that is not a file effect (/dev/null, the standard

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -258,7 +257,7 @@ func (c *call) jqInputs(j *jqArgs, stdin []byte, typed value.Value) ([]any, erro
 		inputs = append(inputs, value.ToPlain(typed))
 	case len(j.files) > 0:
 		for _, f := range j.files {
-			data, err := os.ReadFile(c.abs(f))
+			data, err := c.readFile(c.abs(f))
 			if err != nil {
 				return nil, fmt.Errorf("%s: %v", f, unwrapPathError(err))
 			}

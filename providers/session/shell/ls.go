@@ -133,7 +133,7 @@ func lsText(c *call, paths []string, all, almost bool) (out []byte, failed bool)
 			b.WriteString(d)
 			b.WriteString(":\n")
 		}
-		entries, err := os.ReadDir(c.abs(d))
+		entries, err := c.e.readDir(c.ru, c.abs(d))
 		if err != nil {
 			fmt.Fprintf(c.hc.Stderr, "ls: cannot open directory %s: %s\n", lsQuote(d), strerror(err))
 			failed = true
@@ -180,7 +180,7 @@ func lsTable(c *call, paths []string, named, hidden bool) *value.Table {
 			t.Rows = append(t.Rows, lsRow(p, fi))
 			continue
 		}
-		entries, err := os.ReadDir(c.abs(p))
+		entries, err := c.e.readDir(c.ru, c.abs(p))
 		if err != nil {
 			continue
 		}

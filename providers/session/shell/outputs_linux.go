@@ -113,6 +113,15 @@ func (o *outputs) copy(pid int, grace time.Duration) (drain func()) {
 		return o.copyInBackground(grace)
 	}
 	defer unix.Close(pidfd)
+	return o.copyFD(pidfd, pid, grace)
+}
+
+// copyFD is copy with a pidfd already open (a confined process's, which
+// its worker opened at fork); -1 opens one for pid.
+func (o *outputs) copyFD(pidfd, pid int, grace time.Duration) (drain func()) {
+	if pidfd < 0 {
+		return o.copy(pid, grace)
+	}
 	fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
 	streams := []int{-1} // fds[i] reads o.dst[streams[i]]
 	for s, fd := range o.read {

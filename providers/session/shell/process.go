@@ -311,6 +311,9 @@ func (e *Evaluator) killGroups(gs []*group) {
 // spawn runs one external command to completion.
 func (e *Evaluator) spawn(ctx context.Context, ru *run, hc interp.HandlerContext, path string, args []string) error {
 	env := processEnv(hc.Env)
+	if d := e.domainOf(ru); d != nil {
+		return e.spawnConfined(ctx, ru, hc, d, path, args, env)
+	}
 	stdin := hc.Stdin
 	if stdin == nil {
 		stdin = e.devNull

@@ -66,8 +66,11 @@ type Result struct {
 	Heads []string
 	// Builtin reports that Value is a Shoal builtin's typed value.
 	Builtin bool
-	// Marks are value marks such as [MarkSecretSource].
+	// Marks are value marks such as [MarkSecretSource] and [MarkConfined].
 	Marks []string
+	// Denied are paths the confinement refused during the run (the
+	// interpreter's own opens and the programs it started), the first few.
+	Denied []string
 	// Detached reports that the run became a task before it finished: its
 	// state changes (cd, variables, functions) were not merged back.
 	Detached bool

@@ -12,6 +12,7 @@ import (
 	"mvdan.cc/sh/v3/syntax"
 
 	"github.com/shoal-sh/shoal/core/value"
+	"github.com/shoal-sh/shoal/providers/session/sandbox"
 )
 
 // Caps that keep one run's bookkeeping bounded whatever the script does
@@ -50,7 +51,9 @@ type run struct {
 	marks          map[string]struct{}
 	pending        *pendingValue
 	handoffs       []pipeKey
-	fgHeld         bool // holds the evaluator's foreground token
+	domain         *sandbox.Domain // a wider confinement for this run (an applied plan)
+	deniedPaths    []string        // what the confinement refused this run
+	fgHeld         bool            // holds the evaluator's foreground token
 	detached       bool
 	finished       bool
 }
@@ -190,6 +193,15 @@ func (ru *run) head(name string, offset uint) {
 	ru.heads = append(ru.heads, headAt{name: name, offset: offset, seq: len(ru.heads)})
 }
 
+// denied records a path the confinement refused (the first few).
+func (ru *run) denied(path string) {
+	ru.mu.Lock()
+	defer ru.mu.Unlock()
+	if len(ru.deniedPaths) < 8 && !slices.Contains(ru.deniedPaths, path) {
+		ru.deniedPaths = append(ru.deniedPaths, path)
+	}
+}
+
 func (ru *run) mark(m string) {
 	if ru == nil {
 		return
@@ -325,6 +337,7 @@ func (ru *run) result(exit int, changedEnv []string, raw bool) *Result {
 		res.Marks = append(res.Marks, m)
 	}
 	slices.Sort(res.Marks)
+	res.Denied = slices.Clone(ru.deniedPaths)
 	return res
 }
 

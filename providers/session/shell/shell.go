@@ -18,6 +18,7 @@ import (
 	"mvdan.cc/sh/v3/syntax"
 
 	"github.com/shoal-sh/shoal/core/value"
+	"github.com/shoal-sh/shoal/providers/session/sandbox"
 )
 
 // EmitFunc publishes payload on a user.* channel of the kernel's event bus
@@ -55,6 +56,18 @@ type Options struct {
 	// RawOutput keeps ANSI escapes, carriage returns and backspaces in the
 	// captured output instead of cleaning them.
 	RawOutput bool
+	// Domain, when set, confines the session: every file the interpreter
+	// opens and every process it starts goes through the domain's
+	// Landlock worker (see package sandbox). Nil runs unconfined.
+	Domain *sandbox.Domain
+	// FifoDir is where the interpreter makes the FIFOs of process
+	// substitution. The interpreter opens those itself, bypassing the open
+	// handler, so under confinement it must be a directory only the kernel
+	// can create entries in (the domain may only read and write the files
+	// already there). Empty: the session's TMPDIR.
+	FifoDir string
+	// TempDir, when set, is the session's TMPDIR.
+	TempDir string
 	// KillGrace is how long a process group has between SIGTERM and
 	// SIGKILL when its run is cancelled or the evaluator closes; default
 	// [DefaultKillGrace].
@@ -81,6 +94,9 @@ type RunOptions struct {
 	// File, when set, is src as [Parse] parsed it: a caller that already
 	// parsed the source (for a policy check) saves the second parse.
 	File *syntax.File
+	// Domain, when set, confines this run instead of the session's
+	// domain: an applied plan runs with its targets added.
+	Domain *sandbox.Domain
 	// Live, when set, follows the run's output while it runs.
 	Live *Live
 	// Check, when set, is called once the run has its turn (a foreground
@@ -189,6 +205,18 @@ func New(opts Options) (*Evaluator, error) {
 	if env == nil {
 		env = agentEnviron(os.Environ())
 	}
+	tmpdir := opts.TempDir
+	if opts.FifoDir != "" {
+		// The interpreter takes its FIFO directory from the first TMPDIR
+		// it sees; the session's own TMPDIR is set right after.
+		if tmpdir == "" {
+			tmpdir = expand.ListEnviron(env...).Get("TMPDIR").String()
+		}
+		env = append(slices.Clone(env), "TMPDIR="+opts.FifoDir)
+	} else if tmpdir != "" {
+		env = append(slices.Clone(env), "TMPDIR="+tmpdir)
+		tmpdir = ""
+	}
 	e := &Evaluator{
 		opts:      opts,
 		fg:        make(chan struct{}, 1),
@@ -207,6 +235,7 @@ func New(opts Options) (*Evaluator, error) {
 		interp.StdIO(nil, nil, nil),
 		interp.CallHandler(recoverCall(bashCalls(e.callHandler))),
 		interp.OpenHandler(recoverOpen(e.openHandler)),
+		interp.ReadDirHandler2(e.readDirHandler),
 		interp.ExecHandlers(recoverMiddleware, e.builtinMiddleware, e.processMiddleware),
 	)
 	if err != nil {
@@ -215,7 +244,19 @@ func New(opts Options) (*Evaluator, error) {
 	}
 	// Running nothing initialises the runner's variables (PWD, HOME, …) so
 	// Env and Subshell see the same state a first run would.
-	if err := r.Run(e.base, &syntax.File{}); err != nil {
+	init := &syntax.File{}
+	if opts.FifoDir != "" {
+		src := "unset TMPDIR"
+		if tmpdir != "" {
+			q, _ := syntax.Quote(tmpdir, syntax.LangBash)
+			src = "export TMPDIR=" + q
+		}
+		if init, err = Parse(src); err != nil {
+			e.devNull.Close()
+			return nil, fmt.Errorf("new shell: %w", err)
+		}
+	}
+	if err := r.Run(e.base, init); err != nil {
 		e.devNull.Close()
 		return nil, fmt.Errorf("new shell: %w", err)
 	}
@@ -255,6 +296,7 @@ func (e *Evaluator) RunWith(ctx context.Context, src string, opts RunOptions) (*
 	}
 
 	ru := e.newRun(file)
+	ru.domain = opts.Domain
 	if opts.Live != nil {
 		opts.Live.attach(ru.stdout, ru.stderr)
 	}
