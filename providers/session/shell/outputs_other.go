@@ -14,7 +14,7 @@ type outputs struct{ child [2]*os.File }
 
 func newOutputs(stdout, stderr io.Writer) (*outputs, error) { return nil, nil }
 
-func (*outputs) started()                                 {}
-func (*outputs) close()                                   {}
-func (*outputs) copy(pid int, grace time.Duration) func() { return nil }
+func (*outputs) started()                                          {}
+func (*outputs) close()                                            {}
+func (*outputs) copy(pid int, grace time.Duration) func()          { return nil }
 func (*outputs) copyFD(pidfd, pid int, grace time.Duration) func() { return nil }
