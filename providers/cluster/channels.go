@@ -256,11 +256,8 @@ func (s *channels) Publish(channel string, payload json.RawMessage) (bus.Event, 
 		return bus.Event{}, err
 	}
 	s.mu.Lock()
-	f := s.followed[channel]
+	f := s.followed[channel] // nil for a moment while another call attaches it
 	s.mu.Unlock()
-	if f == nil {
-		return bus.Event{}, fmt.Errorf("publish on %s: the channel is not followed", channel)
-	}
 	ts := time.Now().UnixNano()
 	msg := &nats.Msg{Subject: channelSubjectPrefix + channel, Data: payload, Header: nats.Header{}}
 	msg.Header.Set(hdrTS, strconv.FormatInt(ts, 10))
@@ -276,7 +273,9 @@ func (s *channels) Publish(channel string, payload json.RawMessage) (bus.Event, 
 		return bus.Event{}, fmt.Errorf("%s: %w", what, err)
 	}
 	ev := bus.Event{Channel: channel, Seq: ack.Sequence - 1, TS: ts, Payload: payload}
-	s.awaitLocal(f, ev.Seq)
+	if f != nil {
+		s.awaitLocal(f, ev.Seq)
+	}
 	return ev, nil
 }
 

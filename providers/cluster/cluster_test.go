@@ -70,10 +70,11 @@ func (n *natsServer) url() string { return fmt.Sprintf("nats://127.0.0.1:%d", n.
 
 // member is one kernel of the test cluster.
 type member struct {
-	k   *kernel.Kernel
-	c   *client.Client
-	cl  *cluster.Cluster
-	dir string
+	k    *kernel.Kernel
+	c    *client.Client
+	cl   *cluster.Cluster
+	dir  string
+	stop func()
 }
 
 const sharedConfig = `
@@ -85,7 +86,6 @@ shared = true
 // startMember runs a kernel with its own state dir, joined to url.
 func startMember(t testing.TB, name, url, config string, o client.Options) *member {
 	t.Helper()
-	dir := testkernel.ShortDir(t)
 	cfg := filepath.Join(t.TempDir(), "config.toml")
 	if !strings.Contains(config, "[cluster]") { // else it is the config's last table
 		config += "\n[cluster]"
@@ -93,15 +93,26 @@ func startMember(t testing.TB, name, url, config string, o client.Options) *memb
 	if err := os.WriteFile(cfg, []byte(config+"\nname = \""+name+"\"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	k := testkernel.Start(t, kernel.Options{StateDir: dir, ConfigPath: cfg, NATS: url})
+	return startAt(t, testkernel.ShortDir(t), cfg, "agent:"+name, url, o)
+}
+
+// startAt runs a kernel on dir with the config file cfg.
+func startAt(t testing.TB, dir, cfg, principal, url string, o client.Options) *member {
+	t.Helper()
+	k, err := boot.NewKernel(kernel.Options{StateDir: dir, ConfigPath: cfg, NATS: url})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := testkernel.Serve(t, k)
 	cl, err := core.Lookup[*cluster.Cluster](k.Host(), core.ServiceCluster)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if o.Principal == "" {
-		o.Principal = "agent:" + name
+		o.Principal = principal
 	}
-	return &member{k: k, c: testkernel.Attach(t, dir, o), cl: cl, dir: dir}
+	c := testkernel.Attach(t, dir, o)
+	return &member{k: k, c: c, cl: cl, dir: dir, stop: func() { c.Close(); stop() }}
 }
 
 func ctx(t testing.TB) context.Context {
@@ -539,5 +550,61 @@ func TestRetention(t *testing.T) {
 	}
 	if !slices.Equal(seqsOf(p.Events), []uint64{3, 4, 5, 6, 7}) || *p.OldestSeq != 3 || *p.LatestSeq != 7 || !p.Truncated {
 		t.Fatalf("read after retention: seqs %v oldest %v latest %v truncated %v", seqsOf(p.Events), *p.OldestSeq, *p.LatestSeq, p.Truncated)
+	}
+}
+
+// A kernel whose export cursor is lost (a crash after the stream acked
+// its rows, before the cursor was saved) exports nothing twice after its
+// restart, and exports what it wrote while it was stopped.
+func TestExportResumes(t *testing.T) {
+	n := startNATS(t)
+	dir := testkernel.ShortDir(t)
+	cfg := filepath.Join(t.TempDir(), "config.toml")
+	os.WriteFile(cfg, []byte("[cluster]\nname = \"a\"\n"), 0o600)
+	x := ctx(t)
+	a := startAt(t, dir, cfg, "agent:a", n.url(), client.Options{})
+	for i := range 3 {
+		if _, err := a.c.Exec(x, fmt.Sprint("echo ", i), client.ExecOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := a.cl.Sync(x); err != nil {
+		t.Fatal(err)
+	}
+	a.stop()
+
+	j, err := journal.Open(filepath.Join(dir, journal.FileName), journal.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cur, _ := j.ExportCursor("cluster"); cur != 3 {
+		t.Fatalf("cursor after a clean stop: %d", cur)
+	}
+	if err := j.SetExportCursor("cluster", 0); err != nil {
+		t.Fatal(err)
+	}
+	// A row written while the kernel is away from the cluster.
+	if _, err := j.Append(x, core.JournalRow{Principal: "agent:a", Kind: "exec", Head: "offline", Source: "offline"}); err != nil {
+		t.Fatal(err)
+	}
+	j.Close()
+
+	a = startAt(t, dir, cfg, "agent:a", n.url(), client.Options{})
+	if _, err := a.c.Exec(x, "echo after", client.ExecOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.cl.Sync(x); err != nil {
+		t.Fatal(err)
+	}
+	var res journal.ClusterResult
+	if err := a.c.Call(x, "journal.query", map[string]any{"scope": "cluster", "limit": 1000}, &res); err != nil {
+		t.Fatal(err)
+	}
+	var ids []uint64
+	for _, r := range res.Rows {
+		ids = append(ids, r.EntryID)
+	}
+	if !slices.Equal(ids, []uint64{5, 4, 3, 2, 1}) {
+		t.Fatalf("cluster journal rows %v, want 5 4 3 2 1 once each", ids)
 	}
 }
