@@ -31,7 +31,7 @@ var bashdiffRun = flag.String("bashdiff.run", "", "run only corpus snippets whos
 
 const (
 	bashPath    = "/bin/bash"
-	minPassRate = 0.87
+	minPassRate = 0.92
 	minSnippets = 300
 )
 

@@ -35,6 +35,7 @@ func init() {
 		"ls": builtinLs,
 		// printf calls are rewritten to this name (compat.go).
 		printfBuiltin: builtinPrintf,
+		failBuiltin:   builtinFail,
 		"open":        builtinOpen,
 		"from":        builtinFrom,
 		"jq":          builtinJq,

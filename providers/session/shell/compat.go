@@ -3,6 +3,9 @@ package shell
 import (
 	"context"
 	"fmt"
+	"io"
+	"os"
+	"strconv"
 	"strings"
 
 	"mvdan.cc/sh/v3/expand"
@@ -19,13 +22,164 @@ func bashCalls(h interp.CallHandlerFunc) interp.CallHandlerFunc {
 		if err != nil || len(args) == 0 {
 			return args, err
 		}
+		hc := interp.HandlerCtx(ctx)
 		switch args[0] {
 		case "printf":
-			return printfCall(interp.HandlerCtx(ctx), args), nil
+			return printfCall(hc, args), nil
+		case "cd":
+			return cdCall(hc, args), nil
+		case "return":
+			if len(args) == 1 {
+				// A bare return returns the status of the last command;
+				// the interpreter returns 0. eval expands $? first.
+				return []string{"eval", "return $?"}, nil
+			}
+		case "shift":
+			return shiftCall(args), nil
+		case "read":
+			return readCall(hc, args), nil
 		}
 		return args, nil
 	}
 }
+
+// failBuiltin is the name of a call that only reports an error the way
+// bash would have: args are the message and the status.
+const failBuiltin = "\x00fail"
+
+func builtinFail(c *call) error {
+	fmt.Fprintln(c.hc.Stderr, c.args[1])
+	n, _ := strconv.Atoi(c.args[2])
+	return interp.ExitStatus(n)
+}
+
+func fail(status int, format string, args ...any) []string {
+	return []string{failBuiltin, fmt.Sprintf(format, args...), strconv.Itoa(status)}
+}
+
+// cdCall words cd's failures as bash does ("cd: x: No such file or
+// directory"); the interpreter's own cd does the rest.
+func cdCall(hc interp.HandlerContext, args []string) []string {
+	if len(args) > 2 {
+		return fail(1, "cd: too many arguments")
+	}
+	if len(args) < 2 || args[1] == "" || args[1] == "-" || strings.HasPrefix(args[1], "-") {
+		return args
+	}
+	fi, err := os.Stat(absIn(hc.Dir, args[1]))
+	switch {
+	case err != nil:
+		return fail(1, "cd: %s: %s", args[1], strerror(err))
+	case !fi.IsDir():
+		return fail(1, "cd: %s: Not a directory", args[1])
+	}
+	return args
+}
+
+// shiftCall makes shift past the last parameter fail without shifting,
+// as in bash; the interpreter's shift empties the list and succeeds.
+func shiftCall(args []string) []string {
+	n := "1"
+	switch len(args) {
+	case 1:
+	case 2:
+		if _, err := strconv.ParseUint(args[1], 10, 31); err != nil {
+			return args
+		}
+		n = args[1]
+	default:
+		return args
+	}
+	return []string{"eval", "if (( $# < " + n + " )); then (exit 1); else builtin shift " + n + "; fi"}
+}
+
+// readCall drops read's -p PROMPT when standard input is not a terminal:
+// bash shows the prompt only to a person typing.
+func readCall(hc interp.HandlerContext, args []string) []string {
+	if f, ok := hc.Stdin.(*os.File); ok && f != nil {
+		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 && f.Name() != os.DevNull {
+			return args
+		}
+	}
+	out := []string{args[0]}
+	for i := 1; i < len(args); i++ {
+		a := args[i]
+		if a == "--" || len(a) < 2 || a[0] != '-' {
+			return append(out, args[i:]...)
+		}
+		kept := []byte{'-'}
+		for j := 1; j < len(a); j++ {
+			c := a[j]
+			if strings.IndexByte("adinNptu", c) < 0 {
+				kept = append(kept, c)
+				continue
+			}
+			// An option with a value: the rest of the word, or the next.
+			val, sep := a[j+1:], false
+			if val == "" && i+1 < len(args) {
+				val, sep = args[i+1], true
+				i++
+			}
+			if c != 'p' {
+				kept = append(kept, c)
+				if sep {
+					out = append(out, string(kept), val)
+					kept = []byte{'-'}
+				} else {
+					kept = append(kept, val...)
+				}
+			}
+			break
+		}
+		if len(kept) > 1 {
+			out = append(out, string(kept))
+		}
+	}
+	return out
+}
+
+// stdStreams serves /dev/stdin, /dev/stdout, /dev/stderr and /dev/fd/0-2
+// from the command's own streams. Opened as files they would be the
+// kernel's, not the script's.
+func stdStreams(h interp.OpenHandlerFunc) interp.OpenHandlerFunc {
+	return func(ctx context.Context, path string, flag int, perm os.FileMode) (io.ReadWriteCloser, error) {
+		hc := interp.HandlerCtx(ctx)
+		switch path {
+		case "/dev/stdin", "/dev/fd/0":
+			if hc.Stdin != nil {
+				return stream{r: hc.Stdin}, nil
+			}
+		case "/dev/stdout", "/dev/fd/1":
+			return stream{w: hc.Stdout}, nil
+		case "/dev/stderr", "/dev/fd/2":
+			return stream{w: hc.Stderr}, nil
+		}
+		return h(ctx, path, flag, perm)
+	}
+}
+
+// stream is one of a command's standard streams opened by name; closing
+// it leaves the stream open.
+type stream struct {
+	r io.Reader
+	w io.Writer
+}
+
+func (s stream) Read(p []byte) (int, error) {
+	if s.r == nil {
+		return 0, os.ErrInvalid
+	}
+	return s.r.Read(p)
+}
+
+func (s stream) Write(p []byte) (int, error) {
+	if s.w == nil {
+		return 0, os.ErrInvalid
+	}
+	return s.w.Write(p)
+}
+
+func (stream) Close() error { return nil }
 
 // printfBuiltin is the name printf calls are rewritten to: not one a
 // script can type, so it reaches only [builtinPrintf].

@@ -137,7 +137,7 @@ func (e *Evaluator) processMiddleware(next interp.ExecHandlerFunc) interp.ExecHa
 		path, err := interp.LookPathDir(hc.Dir, hc.Env, args[0])
 		if err != nil {
 			if strings.Contains(args[0], "/") {
-				fmt.Fprintf(hc.Stderr, "%s: %v\n", args[0], unwrapPathError(err))
+				fmt.Fprintf(hc.Stderr, "%s: %s\n", args[0], strerror(err))
 				if _, serr := os.Stat(absIn(hc.Dir, args[0])); serr == nil {
 					return interp.ExitStatus(126)
 				}

@@ -352,7 +352,7 @@ func (e *Evaluator) spawn(ctx context.Context, ru *run, hc interp.HandlerContext
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		fmt.Fprintf(hc.Stderr, "%s: %v\n", args[0], unwrapPathError(err))
+		fmt.Fprintf(hc.Stderr, "%s: %s\n", args[0], strerror(err))
 		return interp.ExitStatus(126)
 	}
 	// Should anything below panic (recoverMiddleware turns that into a

@@ -234,7 +234,7 @@ func New(opts Options) (*Evaluator, error) {
 		interp.Dir(dir),
 		interp.StdIO(nil, nil, nil),
 		interp.CallHandler(recoverCall(bashCalls(e.callHandler))),
-		interp.OpenHandler(recoverOpen(e.openHandler)),
+		interp.OpenHandler(recoverOpen(stdStreams(e.openHandler))),
 		interp.ReadDirHandler2(e.readDirHandler),
 		interp.ExecHandlers(recoverMiddleware, e.builtinMiddleware, e.processMiddleware),
 	)

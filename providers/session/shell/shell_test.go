@@ -201,7 +201,7 @@ func TestExitCodes(t *testing.T) {
 		{`set -o pipefail; false | true`, 1, ""},
 		{`sh -c 'exit 7'`, 7, ""},
 		{`no-such-command-xyz`, 127, "no-such-command-xyz: command not found"},
-		{`./a.txt`, 126, "permission denied"},
+		{`./a.txt`, 126, "Permission denied"},
 		{`open missing.json`, 1, "open: missing.json: no such file or directory"},
 		{`open sub`, 1, "use ls"},
 		{`from yaml`, 2, "unknown format"},
