@@ -39,10 +39,15 @@ type Facade struct {
 }
 
 func newFacade(d dialer, log *slog.Logger) *Facade {
-	f := &Facade{link: &link{dial: d}, dial: d, log: log, sessions: map[*session]struct{}{}}
+	f := &Facade{link: &link{dial: d}, dial: d, sessions: map[*session]struct{}{}}
+	// The facade's warnings reach the MCP clients too (notices.go).
+	f.log = slog.New(&logTee{Handler: log.Handler(), f: f})
 	opts := []server.ServerOption{
 		server.WithResourceCapabilities(true, false),
 		server.WithToolCapabilities(false),
+		server.WithLogging(),
+		server.WithCompletions(),
+		server.WithResourceCompletionProvider(f),
 		server.WithRecovery(),
 		server.WithInstructions(instructions),
 	}
@@ -66,16 +71,21 @@ const instructions = `Shoal is a persistent shell session. Run commands with sho
 // Close ends every MCP session (their forwarders and kernel connections)
 // and the request connection.
 func (f *Facade) Close() {
+	for _, s := range f.openSessions() {
+		s.close()
+	}
+	f.link.close()
+}
+
+// openSessions is a snapshot of the MCP sessions.
+func (f *Facade) openSessions() []*session {
 	f.mu.Lock()
+	defer f.mu.Unlock()
 	ss := make([]*session, 0, len(f.sessions))
 	for s := range f.sessions {
 		ss = append(ss, s)
 	}
-	f.mu.Unlock()
-	for _, s := range ss {
-		s.close()
-	}
-	f.link.close()
+	return ss
 }
 
 // message is one JSON-RPC message as it arrives.
@@ -190,11 +200,15 @@ func (f *Facade) handleOne(ctx context.Context, s *session, raw []byte) []byte {
 		if m.Method == string(mcp.MethodNotificationInitialized) {
 			// Asked on a goroutine of its own: its answer comes through
 			// the same reader that delivered this notification.
-			go f.learnRoots(s)
+			go func() {
+				f.learnRoots(s)
+				f.startupNotices(s.ctx, s)
+			}()
 		}
 		return nil
 	}
 
+	s.noteRequest(m.Params)
 	if f.target != nil && !s.sawInit.Load() && !handshakeMethods[m.Method] {
 		// Work before any handshake (a stateless request, or a client
 		// that skipped it): no roots will be offered.
@@ -203,6 +217,12 @@ func (f *Facade) handleOne(ctx context.Context, s *session, raw []byte) []byte {
 	switch m.Method {
 	case string(mcp.MethodInitialize):
 		s.setClientCaps(m.Params)
+	case string(mcp.MethodResourcesSubscribe), string(mcp.MethodResourcesUnsubscribe):
+		if isModern(m.Params) {
+			return errorResponse(m.ID, -32601, fmt.Sprintf("%s was removed in protocol %s: subscribe with subscriptions/listen {notifications: {resourceSubscriptions: [uri]}}", m.Method, mcp.ProtocolVersion20260728), nil)
+		}
+	}
+	switch m.Method {
 	case string(mcp.MethodResourcesList):
 		return f.intercept(ctx, s, m, f.resourcesList)
 	case string(mcp.MethodResourcesTemplatesList):
@@ -213,10 +233,6 @@ func (f *Facade) handleOne(ctx context.Context, s *session, raw []byte) []byte {
 		return f.intercept(ctx, s, m, s.subscribeRequest)
 	case string(mcp.MethodResourcesUnsubscribe):
 		return f.intercept(ctx, s, m, s.unsubscribeRequest)
-	case string(mcp.MethodServerDiscover), string(mcp.MethodSubscriptionsListen):
-		// The stateless protocol revision has no resources/subscribe; a
-		// client that probes for it falls back to the initialize handshake.
-		return errorResponse(m.ID, -32601, fmt.Sprintf("method %s is not supported: use the initialize handshake (protocol %s)", m.Method, mcp.LATEST_LEGACY_PROTOCOL_VERSION), nil)
 	}
 	resp := f.mcp.HandleMessage(f.mcp.WithContext(ctx, s), raw)
 	if resp == nil {
@@ -246,6 +262,9 @@ func (f *Facade) intercept(ctx context.Context, s *session, m message, h resourc
 	if rerr != nil {
 		return errorResponse(m.ID, rerr.Code, rerr.Message, rerr.Data)
 	}
+	if isModern(m.Params) {
+		result = modernResult(result, m.Method != string(mcp.MethodResourcesSubscribe) && m.Method != string(mcp.MethodResourcesUnsubscribe))
+	}
 	return resultResponse(m.ID, result)
 }
 
@@ -265,6 +284,9 @@ func (f *Facade) resourcesList(ctx context.Context, _ json.RawMessage) (any, *rp
 		return nil, kernelRPCError(err)
 	}
 	out := map[string]any{"resources": nonNilRaw(r.Resources)}
+	for _, w := range r.Warnings {
+		f.notify(mcp.LoggingLevelWarning, "shoal-kernel", w)
+	}
 	if len(r.Warnings) > 0 {
 		// A family that failed to list must not hide the others; say which.
 		out["_meta"] = map[string]any{metaPrefix + "warnings": r.Warnings}

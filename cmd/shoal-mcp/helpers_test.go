@@ -246,6 +246,10 @@ func initializeWith(c *mcpclient.Client, stderr *syncBuffer, edit func(*mcp.Init
 	}
 	init := mcp.InitializeRequest{}
 	init.Params.ClientInfo = mcp.Implementation{Name: "shoal-mcp-test", Version: "1"}
+	// The handshake revision: these tests see subscriptions, roots and
+	// elicitation as 2025-11-25 clients do (modern_test.go speaks
+	// 2026-07-28).
+	init.Params.ProtocolVersion = mcp.LATEST_LEGACY_PROTOCOL_VERSION
 	if edit != nil {
 		edit(&init)
 	}

@@ -53,6 +53,11 @@ type session struct {
 	// caps are the capabilities the client declared at initialize.
 	caps    map[string]json.RawMessage
 	sawInit atomic.Bool
+	// logLevel is the client's logging/setLevel ("" until it says), or
+	// for a stateless client the level its last request asked for.
+	logLevel mcp.LoggingLevel
+	// modern: the client speaks the stateless revision (2026-07-28).
+	modern bool
 	// asked holds the requests this facade sent the client (roots/list,
 	// elicitation/create), by id, until their answers come.
 	asked  map[string]chan *message
@@ -411,6 +416,44 @@ func (s *session) subscribeRequest(ctx context.Context, params json.RawMessage) 
 		return nil, kernelRPCError(err)
 	}
 	return struct{}{}, nil
+}
+
+// The stateless revision (2026-07-28) subscribes with subscriptions/listen,
+// which the MCP library serves; it subscribes and unsubscribes resources
+// through these methods, so they run the same forwarders as
+// resources/subscribe.
+var _ server.SessionWithResourceSubscriptionsErr = (*session)(nil)
+
+// SubscribeToResourceErr implements server.SessionWithResourceSubscriptionsErr.
+func (s *session) SubscribeToResourceErr(uri string) error {
+	ctx, cancel := context.WithTimeout(s.ctx, subscribeTimeout)
+	defer cancel()
+	return s.subscribe(ctx, uri)
+}
+
+// SubscribeToResource implements server.SessionWithResourceSubscriptions.
+func (s *session) SubscribeToResource(uri string) { _ = s.SubscribeToResourceErr(uri) }
+
+// UnsubscribeFromResource implements server.SessionWithResourceSubscriptions.
+func (s *session) UnsubscribeFromResource(uri string) { s.unsubscribe(uri) }
+
+// SubscribedResources implements server.SessionWithResourceSubscriptions.
+func (s *session) SubscribedResources() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	uris := make([]string, 0, len(s.subs))
+	for uri := range s.subs {
+		uris = append(uris, uri)
+	}
+	return uris
+}
+
+// IsSubscribedToResource implements server.SessionWithResourceSubscriptions.
+func (s *session) IsSubscribedToResource(uri string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.subs[uri]
+	return ok
 }
 
 func (s *session) unsubscribeRequest(_ context.Context, params json.RawMessage) (any, *rpcError) {

@@ -13,6 +13,9 @@ import (
 func TestSubscribeNotifyUnsubscribe(t *testing.T) {
 	sd := newStateDir(t)
 	p := startStdio(t, sd, "agent:test")
+	// The facade attaches once its session is settled (after the
+	// handshake); a call makes sure its request connection is up.
+	p.callOK("shoal_exec", map[string]any{"source": "true"})
 	pub := sd.dial(t, "human:test", nil)
 	base := sd.status(t, pub).Connections // the facade's request connection and pub
 

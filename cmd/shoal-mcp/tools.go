@@ -199,8 +199,8 @@ Big values come back elided with a note saying what was cut. Drill down instead 
   "type": "object",
   "properties": {
     "command": {"type": "string", "description": "Shell command to run in the terminal, e.g. \"python3\" or \"htop\"."},
-    "cols": {"type": "integer", "minimum": 10, "maximum": 1000, "description": "Width in columns (default 80)."},
-    "rows": {"type": "integer", "minimum": 2, "maximum": 500, "description": "Height in rows (default 24)."}
+    "cols": {"type": "integer", "minimum": 2, "maximum": 1000, "default": 120, "description": "Width in columns (default 120)."},
+    "rows": {"type": "integer", "minimum": 2, "maximum": 500, "default": 40, "description": "Height in rows (default 40)."}
   },
   "required": ["command"],
   "additionalProperties": false

@@ -396,3 +396,27 @@ func TestAttachWorkspace(t *testing.T) {
 		t.Errorf("a session without a workspace got %q", c4.Attached.Workspace)
 	}
 }
+
+// TestEventsReadNegativeLimit: zero or a negative limit means the default,
+// as docs/events.md says, not an error.
+func TestEventsReadNegativeLimit(t *testing.T) {
+	r := start(t, shortDir(t))
+	c := dial(t, r.dir, client.Options{Principal: "agent:a"})
+	ctx := context.Background()
+	for i := 0; i < 3; i++ {
+		if _, err := c.Publish(ctx, "user.lim", map[string]int{"n": i}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, limit := range []int{-1, -1000, 0} {
+		var res struct {
+			Events []json.RawMessage `json:"events"`
+		}
+		if err := c.Call(ctx, "events.read", map[string]any{"channel": "user.lim", "limit": limit}, &res); err != nil {
+			t.Fatalf("limit %d: %v", limit, err)
+		}
+		if len(res.Events) != 3 {
+			t.Errorf("limit %d: %d events; want all 3 (the default limit)", limit, len(res.Events))
+		}
+	}
+}

@@ -52,9 +52,8 @@ func (k *Kernel) eventsRead(_ context.Context, _ *conn, caller *core.Caller, raw
 	if p.Channel == "" {
 		return nil, rpc.Errorf(rpc.InvalidParams, "channel is required, e.g. {\"channel\":\"journal\",\"since\":81}")
 	}
-	if p.Limit < 0 {
-		return nil, rpc.Errorf(rpc.InvalidParams, "limit must be positive")
-	}
+	// Zero or a negative limit means the default (docs/events.md), as in
+	// shoal://events/{channel}?limit=.
 	res, err := k.bus.Read(p.Channel, p.Since, p.Limit)
 	if err != nil {
 		return nil, err

@@ -27,6 +27,8 @@ const (
 	DefaultRows = 40
 	MaxCols     = 1000
 	MaxRows     = 500
+	// MinSize is the fewest columns and rows a terminal may have.
+	MinSize = 2
 	// DefaultGrace is how long a closing PTY's processes get after SIGHUP
 	// and SIGTERM before SIGKILL.
 	DefaultGrace = time.Second
@@ -606,8 +608,8 @@ func size(cols, rows, defCols, defRows int) (int, int, error) {
 	if rows == 0 {
 		rows = defRows
 	}
-	if cols < 2 || cols > MaxCols || rows < 2 || rows > MaxRows {
-		return 0, 0, rpc.Errorf(rpc.InvalidParams, "size %d×%d is out of range: cols 2…%d, rows 2…%d", cols, rows, MaxCols, MaxRows)
+	if cols < MinSize || cols > MaxCols || rows < MinSize || rows > MaxRows {
+		return 0, 0, rpc.Errorf(rpc.InvalidParams, "size %d×%d is out of range: cols %d…%d, rows %d…%d", cols, rows, MinSize, MaxCols, MinSize, MaxRows)
 	}
 	return cols, rows, nil
 }

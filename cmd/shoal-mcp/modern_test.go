@@ -1,0 +1,104 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// TestModernGoSDK: the official Go SDK (v1.8.0) speaking the stateless
+// 2026-07-28 revision gets answers without falling back to the handshake:
+// server/discover, tools, resources, completion, and a resource
+// subscription over subscriptions/listen.
+func TestModernGoSDK(t *testing.T) {
+	sd := newStateDir(t)
+	dir := t.TempDir()
+	cmd := exec.Command(facadeBin, "--state-dir", sd.dir, "--principal", "agent:sdk", "--idle-exit", "1m")
+	cmd.Dir = dir
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	updated := make(chan string, 16)
+	c := sdk.NewClient(&sdk.Implementation{Name: "shoal-modern-test", Version: "1"}, &sdk.ClientOptions{
+		ResourceUpdatedHandler: func(_ context.Context, req *sdk.ResourceUpdatedNotificationRequest) {
+			select {
+			case updated <- req.Params.URI:
+			default:
+			}
+		},
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
+	defer cancel()
+	cs, err := c.Connect(ctx, &sdk.CommandTransport{Command: cmd}, &sdk.ClientSessionOptions{ProtocolVersion: "2026-07-28"})
+	if err != nil {
+		t.Fatalf("connect: %v\n%s", err, stderr.String())
+	}
+	defer func() {
+		cs.Close()
+		if t.Failed() {
+			t.Logf("facade stderr:\n%s", stderr.String())
+		}
+	}()
+	init := cs.InitializeResult()
+	if init.ProtocolVersion != "2026-07-28" || init.ServerInfo == nil || init.ServerInfo.Name != "shoal" {
+		t.Fatalf("negotiated %q with %+v; want 2026-07-28 through server/discover", init.ProtocolVersion, init.ServerInfo)
+	}
+	if init.Capabilities.Logging == nil || init.Capabilities.Completions == nil || init.Capabilities.Resources == nil || !init.Capabilities.Resources.Subscribe {
+		t.Errorf("capabilities %+v", init.Capabilities)
+	}
+
+	res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "shoal_exec", Arguments: map[string]any{"source": "pwd"}})
+	if err != nil || res.IsError {
+		t.Fatalf("shoal_exec: %v %+v", err, res)
+	}
+	if b, _ := json.Marshal(res.StructuredContent); !strings.Contains(string(b), dir) {
+		t.Errorf("a stateless client's session runs in %s; want its launch dir %s", b, dir)
+	}
+	tools, err := cs.ListTools(ctx, nil)
+	if err != nil || len(tools.Tools) == 0 {
+		t.Fatalf("tools/list: %v", err)
+	}
+	read, err := cs.ReadResource(ctx, &sdk.ReadResourceParams{URI: "shoal://session/cwd"})
+	if err != nil || len(read.Contents) == 0 || !strings.Contains(read.Contents[0].Text, dir) {
+		t.Fatalf("resources/read: %v %+v", err, read)
+	}
+	list, err := cs.ListResources(ctx, nil)
+	if err != nil || !slices.ContainsFunc(list.Resources, func(r *sdk.Resource) bool { return r.URI == "shoal://session/cwd" }) {
+		t.Fatalf("resources/list: %v", err)
+	}
+	views, err := cs.Complete(ctx, &sdk.CompleteParams{Ref: &sdk.CompleteReference{Type: "ref/resource", URI: "shoal://session/{view}"},
+		Argument: sdk.CompleteParamsArgument{Name: "view", Value: "e"}})
+	if err != nil || strings.Join(views.Completion.Values, ",") != "env" {
+		t.Fatalf("complete view e: %v %+v", err, views)
+	}
+
+	// A subscription is a subscriptions/listen stream that stays open.
+	subCtx, stopSub := context.WithCancel(ctx)
+	subDone := make(chan error, 1)
+	go func() { subDone <- cs.Subscribe(subCtx, &sdk.SubscribeParams{URI: "shoal://events/user.modern"}) }()
+	deadline := time.Now().Add(waitLong)
+	for published := false; !published; {
+		if _, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "shoal_exec", Arguments: map[string]any{"source": `emit user.modern '{"n":1}'`}}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case uri := <-updated:
+			if uri != "shoal://events/user.modern" {
+				t.Errorf("update for %s", uri)
+			}
+			published = true
+		case <-time.After(100 * time.Millisecond):
+			// The stream may not be open yet: publish again.
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no notifications/resources/updated on the subscriptions/listen stream")
+		}
+	}
+	stopSub()
+	<-subDone
+}
