@@ -90,21 +90,24 @@ func TestCredentials(t *testing.T) {
 	if agent == operator || len(agent) != 64 || len(operator) != 64 {
 		t.Fatalf("tokens %q %q: want two different 64-hex tokens", agent, operator)
 	}
+	// The default policy gives agent:* HostApproval: the person at its
+	// MCP host may approve its plans there (policy.md).
+	host := []string{"HostApproval"}
 	for _, tc := range []struct {
 		tok, principal string
 		code           rpc.Code
 		cred           string
 		grants         []string
 	}{
-		{agent, "agent:x", 0, "agent", nil},
-		{agent, "agent:lead", 0, "agent", []string{"EnvRead"}},
+		{agent, "agent:x", 0, "agent", host},
+		{agent, "agent:lead", 0, "agent", []string{"EnvRead", "HostApproval"}},
 		{agent, "human:x", rpc.PrincipalRefused, "", nil},
 		{agent, "human:cli", rpc.PrincipalRefused, "", nil},
 		{agent, "agentx:y", rpc.PrincipalRefused, "", nil},
-		{agent, "", 0, "agent", nil}, // agent:default
+		{agent, "", 0, "agent", host}, // agent:default
 		{operator, "human:x", 0, "operator", []string{"Approve", "EnvRead"}},
-		{operator, "agent:lead", 0, "operator", []string{"Approve", "EnvRead"}},
-		{operator, "agent:x", 0, "operator", nil},
+		{operator, "agent:lead", 0, "operator", []string{"Approve", "EnvRead", "HostApproval"}},
+		{operator, "agent:x", 0, "operator", host},
 		{agent + "0", "agent:x", rpc.Unauthorized, "", nil},
 		{operator[:63], "human:x", rpc.Unauthorized, "", nil},
 		{"", "agent:x", rpc.Unauthorized, "", nil},
