@@ -8,7 +8,10 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -139,3 +142,81 @@ func TestScenarioLiveOutput(t *testing.T) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// TestScenarioCancel: the client cancels a running shoal_exec of sleep 30
+// (mcp-go sends notifications/cancelled when the call's context ends);
+// the process is gone and the session answers the next echo.
+func TestScenarioCancel(t *testing.T) {
+	sd := newStateDir(t)
+	p := startStdio(t, sd, "agent:test")
+	ty := &tally{t: t, name: "cancel"}
+	marker := filepath.Join(t.TempDir(), "sleep.pid")
+	ctx, cancel := context.WithCancel(context.Background())
+	callDone := make(chan error, 1)
+	go func() {
+		req := mcp.CallToolRequest{}
+		req.Params.Name = "shoal_exec"
+		req.Params.Arguments = map[string]any{"source": "sh -c 'echo $$ > " + marker + "; exec sleep 30'"}
+		_, err := p.c.CallTool(ctx, req)
+		callDone <- err
+	}()
+	var pid int
+	if !waitFor(waitLong, func() bool {
+		b, err := os.ReadFile(marker)
+		if err != nil {
+			return false
+		}
+		pid, err = strconv.Atoi(strings.TrimSpace(string(b)))
+		return err == nil && pid > 0
+	}) {
+		t.Fatal("sleep did not start")
+	}
+	start := time.Now()
+	cancel()
+	if err := <-callDone; err == nil {
+		t.Fatal("the cancelled call answered")
+	}
+	if !waitFor(10*time.Second, func() bool { return !processAlive(pid) }) {
+		t.Fatalf("sleep (pid %d) still runs 10 s after the cancel", pid)
+	}
+	gone := time.Since(start)
+	res := p.call("shoal_exec", map[string]any{"source": "echo hi"})
+	answered := time.Since(start)
+	ty.add(res)
+	if m := structuredOf(t, res); m["stdout"] != "hi\n" {
+		t.Fatalf("echo hi after the cancel: %v", m)
+	}
+	t.Logf("cancel: the process was gone after %v; the next echo hi answered %v after the cancel", gone.Round(time.Millisecond), answered.Round(time.Millisecond))
+	ty.report()
+}
+
+// TestShoalCancel: shoal_cancel stops a task; its process is gone.
+func TestShoalCancel(t *testing.T) {
+	sd := newStateDir(t)
+	p := startStdio(t, sd, "agent:test")
+	marker := filepath.Join(t.TempDir(), "sleep.pid")
+	m, _ := p.callOK("shoal_exec", map[string]any{"source": "sh -c 'echo $$ > " + marker + "; exec sleep 30'", "background": true})
+	var pid int
+	if !waitFor(waitLong, func() bool {
+		b, err := os.ReadFile(marker)
+		if err != nil {
+			return false
+		}
+		pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		return pid > 0
+	}) {
+		t.Fatal("sleep did not start")
+	}
+	got, text := p.callOK("shoal_cancel", map[string]any{"target": m["task"]})
+	if got["state"] != "cancelled" || !strings.Contains(text, "cancelled") {
+		t.Fatalf("shoal_cancel: %v %q", got, text)
+	}
+	if !waitFor(10*time.Second, func() bool { return !processAlive(pid) }) {
+		t.Fatalf("sleep (pid %d) still runs after shoal_cancel", pid)
+	}
+	// Cancelling it again is a tool error saying why.
+	res := p.call("shoal_cancel", map[string]any{"target": m["task"]})
+	if !res.IsError || !strings.Contains(resultText(res), "TASK_STATE") {
+		t.Fatalf("second cancel: %s", resultText(res))
+	}
+}

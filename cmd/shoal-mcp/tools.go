@@ -273,6 +273,31 @@ Big values come back elided with a note saying what was cut. Drill down instead 
 			handler:     f.toolPTYClose,
 		},
 		{
+			name:        "shoal_cancel",
+			description: `Stop a task: target "task:9" (or shoal://task/9). Its whole process group is ended (SIGTERM, then SIGKILL after a grace) and the task ends as cancelled; what it printed so far stays readable (shoal_get {"target":"shoal://task/9/stdout"}). A running shoal_exec that has not become a task is stopped by cancelling the call itself (the host's stop button, notifications/cancelled).`,
+			input: `{
+  "type": "object",
+  "properties": {
+    "target": {"type": "string", "description": "task:N or shoal://task/N, as shoal_exec returned it."}
+  },
+  "required": ["target"],
+  "additionalProperties": false
+}`,
+			output: `{
+  "type": "object",
+  "properties": {
+    "task": {"type": "string"},
+    "state": {"type": "string", "enum": ["running", "completed", "failed", "cancelled"]},
+    "exit": {"type": ["integer", "null"]},
+    "ref": {"type": "string", "description": "out:N holding what the task produced"},
+    "error": {"type": "string"}
+  },
+  "required": ["task", "state"]
+}`,
+			destructive: true,
+			handler:     f.toolCancel,
+		},
+		{
 			name:        "shoal_wait",
 			description: `Block until something happens, instead of polling: a task ends (target "task:9" or "shoal://task/9"), an event channel passes a sequence number (target "shoal://events/user.build" with until: 41), or a terminal's screen matches a regular expression (target "pty:3" with pattern: "\\$ $"). Returns satisfied:true, or timed_out:true after timeout_ms — then call it again to keep waiting. Keep timeout_ms below your client's request timeout (often 60000).`,
 			input: `{
@@ -568,6 +593,9 @@ func execText(m map[string]any) string {
 		}
 		if task != "" {
 			fmt.Fprintf(&b, ", as %s", task)
+		}
+		if uri, _ := m["uri"].(string); uri != "" {
+			fmt.Fprintf(&b, "; value kept at %s", uri)
 		}
 	}
 	if effects := strings.Join(stringList(m["effects"]), ", "); effects != "" {
@@ -874,6 +902,34 @@ func (f *Facade) toolPTYClose(ctx context.Context, req mcp.CallToolRequest) (*mc
 		text += fmt.Sprintf(", exit %d", int(exit))
 	}
 	return result(text, m), nil
+}
+
+func (f *Facade) toolCancel(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	var a struct {
+		Target string `json:"target"`
+	}
+	if r := bind(req, &a); r != nil {
+		return r, nil
+	}
+	m, _, err := f.callObject(ctx, "task.cancel", map[string]any{"task": a.Target})
+	if err != nil {
+		return toolFailure(err), nil
+	}
+	o := newObj().set("task", m["task"]).set("state", m["state"])
+	text := fmt.Sprintf("%v %v", m["task"], m["state"])
+	if exit, ok := num(m["exit"]); ok {
+		o.set("exit", exit)
+		text += fmt.Sprintf(", exit %d", exit)
+	}
+	if ref, _ := m["result_ref"].(string); ref != "" {
+		o.set("ref", ref)
+		text += "; what it produced is " + ref
+	}
+	if e, _ := m["error"].(string); e != "" {
+		o.set("error", e)
+		text += "\n" + e
+	}
+	return modelResult(text, o), nil
 }
 
 func (f *Facade) toolWait(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {

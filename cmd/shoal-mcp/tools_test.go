@@ -13,7 +13,7 @@ import (
 )
 
 var toolNames = []string{"shoal_exec", "shoal_get", "shoal_plan", "shoal_apply", "shoal_pty_open",
-	"shoal_pty_write", "shoal_pty_read", "shoal_pty_list", "shoal_pty_close", "shoal_wait"}
+	"shoal_pty_write", "shoal_pty_read", "shoal_pty_list", "shoal_pty_close", "shoal_cancel", "shoal_wait"}
 
 func TestHandshake(t *testing.T) {
 	sd := newStateDir(t)

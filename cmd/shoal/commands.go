@@ -116,19 +116,25 @@ func execCommand() *command {
 }
 
 func getCommand() *command {
-	var path, slice, format string
+	var path, slice, grep, format string
+	var context int
 	return &command{name: "get", args: "TARGET", short: "read a ref or shoal:// URI (out:17, task:3, plan:…)",
 		flags: func(fs *flag.FlagSet) {
 			fs.StringVar(&path, "path", "", "path selector, e.g. [0].name")
 			fs.StringVar(&slice, "slice", "", "slice a..b (either bound may be left out or negative)")
 			fs.StringVar(&format, "format", "", "json, render or raw")
+			fs.StringVar(&grep, "grep", "", "search the value by line, item or row (a regular expression)")
+			fs.IntVar(&context, "context", 0, "with --grep: lines around each match")
 		},
 		run: func(x *invocation, pos []string) error {
 			if len(pos) != 1 {
 				return usageErr("get needs one TARGET (out:17 or shoal://…)")
 			}
 			p := map[string]any{"target": pos[0]}
-			for k, v := range map[string]string{"path": path, "slice": slice, "format": format} {
+			if context != 0 {
+				p["context"] = context
+			}
+			for k, v := range map[string]string{"path": path, "slice": slice, "grep": grep, "format": format} {
 				if v != "" {
 					p[k] = v
 				}

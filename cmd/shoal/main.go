@@ -67,6 +67,7 @@ func commands() []*command {
 		execCommand(), getCommand(), eventsTailCommand(), publishCommand(), journalCommand(),
 		planCreateCommand(), planGetCommand(), planListCommand(),
 		planDecideCommand("approve"), planDecideCommand("reject"), planApplyCommand(),
+		taskListCommand(), taskCommand("get", "show one task"), taskCommand("cancel", "stop a task: its whole process group ends"), taskWaitCommand(),
 		pluginListCommand(), statusCommand(), versionCommand(),
 		kernelCommand(), kernelStopCommand(),
 	}

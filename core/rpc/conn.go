@@ -69,6 +69,7 @@ type Conn struct {
 
 	mu      sync.Mutex
 	calls   map[string]chan *Message
+	serving map[string]*replySlot // requests on workers, by id, for CancelMethod
 	closed  bool
 	workers int
 	work    chan func(onWorker bool) (released bool)
@@ -152,6 +153,10 @@ func (c *Conn) Run() error {
 		m, id, rerr := Decode(frame)
 		if rerr != nil {
 			c.writeError(id, rerr)
+			continue
+		}
+		if m.IsNotification() && m.Method == CancelMethod {
+			c.cancelRequest(m.Params)
 			continue
 		}
 		if !m.IsResponse() {
@@ -241,7 +246,13 @@ func (c *Conn) serve(m *Message) {
 		var slot *replySlot
 		if onWorker && m.ID != nil {
 			slot = &replySlot{c: c, id: m.ID}
+			ctx, slot.cancel = context.WithCancelCause(ctx)
 			ctx = context.WithValue(ctx, replyKey{}, slot)
+			c.track(slot)
+			defer func() {
+				c.untrack(slot)
+				slot.cancel(nil)
+			}()
 		}
 		var result any
 		var err error
@@ -326,13 +337,59 @@ func (c *Conn) answer(m *Message, result any, err error) {
 
 type replyKey struct{}
 
+// CancelMethod is the notification by which a caller cancels one of its
+// requests still being served: params {"id": <the request's id>}. The
+// handler's context is cancelled with cause [ErrCancelled]; a handler
+// that does not look at its context runs on, and its answer, if any, is
+// still sent. [Conn.Call] sends it when its context ends first.
+const CancelMethod = "$/cancelRequest"
+
+// ErrCancelled is the cause of a request context cancelled by its caller
+// (CancelMethod), as opposed to the connection ending.
+var ErrCancelled = errors.New("the caller cancelled the request")
+
+// track and untrack keep the requests being served on workers by id.
+func (c *Conn) track(s *replySlot) {
+	c.mu.Lock()
+	if c.serving == nil {
+		c.serving = map[string]*replySlot{}
+	}
+	c.serving[string(s.id)] = s
+	c.mu.Unlock()
+}
+
+func (c *Conn) untrack(s *replySlot) {
+	c.mu.Lock()
+	if c.serving[string(s.id)] == s {
+		delete(c.serving, string(s.id))
+	}
+	c.mu.Unlock()
+}
+
+// cancelRequest serves CancelMethod.
+func (c *Conn) cancelRequest(params json.RawMessage) {
+	var p struct {
+		ID json.RawMessage `json:"id"`
+	}
+	if json.Unmarshal(params, &p) != nil || len(p.ID) == 0 {
+		return
+	}
+	c.mu.Lock()
+	s := c.serving[string(p.ID)]
+	c.mu.Unlock()
+	if s != nil {
+		s.cancel(ErrCancelled)
+	}
+}
+
 // replySlot is the answer of one request served on a worker: it goes out
 // once, from the handler's return or earlier from [ReplyNow].
 type replySlot struct {
-	c    *Conn
-	id   json.RawMessage
-	mu   sync.Mutex
-	sent bool
+	c      *Conn
+	id     json.RawMessage
+	cancel context.CancelCauseFunc
+	mu     sync.Mutex
+	sent   bool
 }
 
 // take claims the answer for the handler's return; false when ReplyNow
@@ -364,6 +421,8 @@ func ReplyNow(ctx context.Context, result any) bool {
 	}
 	s.sent = true
 	s.mu.Unlock()
+	// Answered: the caller can no longer cancel it.
+	s.c.untrack(s)
 	s.c.answer(&Message{ID: s.id}, result, nil)
 	s.c.finished()
 	s.c.wg.Done() // the worker's count: the connection no longer waits for this handler
@@ -563,6 +622,8 @@ func (c *Conn) Call(ctx context.Context, method string, params, result any) erro
 		c.mu.Lock()
 		delete(c.calls, string(id))
 		c.mu.Unlock()
+		// Tell the peer, so work done only for this call stops.
+		_ = c.Notify(CancelMethod, map[string]json.RawMessage{"id": id})
 		return ctx.Err()
 	case <-c.ctx.Done():
 		return ErrClosed

@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestFrameReader(t *testing.T) {
@@ -325,4 +326,51 @@ func TestNotifyEncoded(t *testing.T) {
 		t.Fatalf("frames\n%s\nwant\n%s", got, want)
 	}
 	b.Close()
+
+// TestCallCancelled: a call whose context ends first tells the peer,
+// whose handler's context is cancelled with cause ErrCancelled; the
+// connection goes on serving.
+func TestCallCancelled(t *testing.T) {
+	a, b := net.Pipe()
+	causes := make(chan error, 1)
+	server := NewConn(a, ConnOptions{Handler: func(ctx context.Context, method string, params json.RawMessage) (any, error) {
+		if method == "wait" {
+			<-ctx.Done()
+			causes <- context.Cause(ctx)
+			return nil, ctx.Err()
+		}
+		return "pong", nil
+	}})
+	client := NewConn(b, ConnOptions{})
+	go server.Run()
+	go client.Run()
+	defer func() {
+		client.Close()
+		server.Close()
+		<-client.Done()
+		<-server.Done()
+	}()
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- client.Call(ctx, "wait", nil, nil) }()
+	// Cancel once the request is being served.
+	for !func() bool { server.mu.Lock(); defer server.mu.Unlock(); return len(server.serving) == 1 }() {
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Fatalf("call: %v", err)
+	}
+	select {
+	case cause := <-causes:
+		if !errors.Is(cause, ErrCancelled) {
+			t.Fatalf("handler's cause %v", cause)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the handler was not cancelled")
+	}
+	var got string
+	if err := client.Call(context.Background(), "ping", nil, &got); err != nil || got != "pong" {
+		t.Fatalf("after a cancel: %q %v", got, err)
+	}
 }

@@ -407,6 +407,17 @@ func (p *Provider) exec(ctx context.Context, c *core.Caller, req core.ExecReques
 	runCtx, cancel := context.WithCancel(context.Background())
 	started := time.Now()
 	live := &shell.Live{}
+	// A caller that cancels its request (rpc.CancelMethod, which the MCP
+	// facade sends for notifications/cancelled) ends the run while it is
+	// the request's own; once it became a task only task.cancel ends it.
+	// A caller that just went away does not: the run completes and is
+	// journaled.
+	unfollow := context.AfterFunc(ctx, func() {
+		if errors.Is(context.Cause(ctx), rpc.ErrCancelled) {
+			cancel()
+		}
+	})
+	defer unfollow()
 	run := func(detach <-chan struct{}) *shell.Result {
 		o := opts
 		o.Detach = detach
@@ -432,7 +443,7 @@ func (p *Provider) exec(ctx context.Context, c *core.Caller, req core.ExecReques
 		return p.finish(ctx, c, s, req, entry, res)
 	}
 	if req.TimeoutMS > 0 && !req.Background && ownRequest && rpc.CanReplyNow(ctx) {
-		b, err := p.runOrAnswerEarly(ctx, c, s, req, entry, run, cancel, started, live, func() bool { return refused != nil })
+		b, err := p.runOrAnswerEarly(ctx, c, s, req, entry, run, cancel, started, live, unfollow, func() bool { return refused != nil })
 		if b == nil && err == nil {
 			return refuse()
 		}
@@ -442,6 +453,7 @@ func (p *Provider) exec(ctx context.Context, c *core.Caller, req core.ExecReques
 	detach := make(chan struct{})
 	done := make(chan *shell.Result, 1)
 	if req.Background {
+		unfollow()
 		close(detach) // a task from the start
 	}
 	// The evaluator takes foreground runs in turn; a detached run gives
@@ -473,6 +485,7 @@ func (p *Provider) exec(ctx context.Context, c *core.Caller, req core.ExecReques
 		}
 		return p.finish(ctx, c, s, req, entry, res)
 	case <-timeout:
+		unfollow()
 		close(detach)
 		return &built{reply: p.becomeTask(c, s, req, entry, cancel, done, started, live)}, nil
 	}
@@ -488,7 +501,7 @@ func (p *Provider) exec(ctx context.Context, c *core.Caller, req core.ExecReques
 // When the run was refused by its policy check before the timeout, it
 // returns nil and no error: the caller answers the refusal.
 func (p *Provider) runOrAnswerEarly(ctx context.Context, c *core.Caller, s *sess, req core.ExecRequest, entry out.Entry,
-	run func(detach <-chan struct{}) *shell.Result, cancel context.CancelFunc, started time.Time, live *shell.Live, refused func() bool) (*built, error) {
+	run func(detach <-chan struct{}) *shell.Result, cancel context.CancelFunc, started time.Time, live *shell.Live, unfollow func() bool, refused func() bool) (*built, error) {
 	defer cancel()
 	detach := make(chan struct{})
 	var mu sync.Mutex
@@ -501,6 +514,7 @@ func (p *Provider) runOrAnswerEarly(ctx context.Context, c *core.Caller, s *sess
 			mu.Unlock()
 			return
 		}
+		unfollow() // a task now: the caller's cancel no longer ends it
 		close(detach)
 		t, taskReply = p.startTask(c, req, entry, cancel, started, live)
 		reply := taskReply
