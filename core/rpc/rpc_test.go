@@ -326,6 +326,7 @@ func TestNotifyEncoded(t *testing.T) {
 		t.Fatalf("frames\n%s\nwant\n%s", got, want)
 	}
 	b.Close()
+}
 
 // TestCallCancelled: a call whose context ends first tells the peer,
 // whose handler's context is cancelled with cause ErrCancelled; the
