@@ -46,7 +46,7 @@ func Refusal(d policy.Decision) *rpc.Error {
 // not parse is refused as invalid params, so it never runs unvetted.
 func (p *Provider) CheckExec(_ context.Context, c *core.Caller, file *syntax.File, source, cwd string,
 	vars func(string) (string, bool), funcs func(string) (*syntax.Stmt, bool)) error {
-	d, err := p.judge(c, file, source, cwd, vars, funcs)
+	d, err := p.judge(c, file, source, cwd, vars, funcs, false)
 	if err != nil {
 		return err
 	}
@@ -56,10 +56,26 @@ func (p *Provider) CheckExec(_ context.Context, c *core.Caller, file *syntax.Fil
 	return Refusal(d)
 }
 
-// judge is CheckExec's decision.
+// CheckTerminal is CheckExec for a program started on a terminal
+// (pty.open): the same analysis and refusal, except that a shell,
+// interpreter or editor reading its commands from the terminal is
+// interactive work, not unknown code (analyze.Env.Terminal).
+func (p *Provider) CheckTerminal(_ context.Context, c *core.Caller, source, cwd string) error {
+	d, err := p.judge(c, nil, source, cwd, nil, nil, true)
+	if err != nil {
+		return err
+	}
+	if d.Verdict == policy.Allow {
+		return nil
+	}
+	return Refusal(d)
+}
+
+// judge is CheckExec's and CheckTerminal's decision.
 func (p *Provider) judge(c *core.Caller, file *syntax.File, source, cwd string,
-	vars func(string) (string, bool), funcs func(string) (*syntax.Stmt, bool)) (policy.Decision, error) {
+	vars func(string) (string, bool), funcs func(string) (*syntax.Stmt, bool), terminal bool) (policy.Decision, error) {
 	env, dctx, b := p.scope(c, cwd)
+	env.Terminal = terminal
 	if vars != nil {
 		env.Lookup = vars
 		if h, ok := vars("HOME"); ok && h != "" && h[0] == '/' {

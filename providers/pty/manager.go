@@ -461,12 +461,11 @@ func (m *Manager) program(o OpenOptions) (display, head string, args []string, e
 	}
 }
 
-// policyCheck is the policy check exec uses (the plan provider's
-// CheckExec, under the "policy-check" service; mirrored here, not
-// imported).
+// policyCheck is the policy check exec uses, for a program on a terminal
+// (the plan provider's CheckTerminal, under the "policy-check" service;
+// mirrored here, not imported).
 type policyCheck interface {
-	CheckExec(ctx context.Context, c *core.Caller, file *syntax.File, source, cwd string,
-		vars func(string) (string, bool), funcs func(string) (*syntax.Stmt, bool)) error
+	CheckTerminal(ctx context.Context, c *core.Caller, source, cwd string) error
 }
 
 // checkPolicy judges what a PTY would start with the same analysis and
@@ -491,7 +490,7 @@ func (m *Manager) checkPolicy(ctx context.Context, c *core.Caller, display, cwd 
 		src.WriteString(k + "=" + q + " ")
 	}
 	src.WriteString(display)
-	return pc.CheckExec(ctx, c, nil, src.String(), cwd, nil, nil)
+	return pc.CheckTerminal(ctx, c, src.String(), cwd)
 }
 
 // commandHead is the name of the first command in shell source, as the

@@ -46,8 +46,25 @@ func TestOpenChecksPolicy(t *testing.T) {
 	if len(m.PTYs(alice.Session)) != 0 {
 		t.Fatal("a refused PTY is listed")
 	}
+	// Interactive work on the terminal opens: a shell, an interpreter and
+	// an editor read their commands from it later.
+	for _, o := range []OpenOptions{{Argv: []string{"cat"}}, {Command: "sh"}, {Argv: []string{"python3"}}, {Command: "vi notes.txt"}} {
+		if err := m.checkPolicy(context.Background(), alice, programText(t, m, o), dir, nil); err != nil {
+			t.Fatalf("pty.open %+v refused: %v", o, err)
+		}
+	}
 	s := open(t, m, alice, OpenOptions{Argv: []string{"cat"}, Settle: 0})
 	if _, err := m.ClosePTY(alice.Session, s.PTY); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// programText is what Open shows and checks of o.
+func programText(t *testing.T, m *Manager, o OpenOptions) string {
+	t.Helper()
+	display, _, _, err := m.program(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return display
 }

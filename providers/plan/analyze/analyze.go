@@ -49,6 +49,11 @@ type Env struct {
 	// tell a function from a typo, and a command that is neither known, a
 	// builtin nor a program on PATH becomes a dynamic effect.
 	Func func(name string) (*syntax.Stmt, bool)
+	// Terminal says the source starts a program on a terminal (pty.open):
+	// a shell, interpreter or editor reading its commands from it is
+	// interactive work whose keystrokes come later (and cannot be
+	// analysed), not unknown code. Code given on its command line still is.
+	Terminal bool
 	// WalkCap bounds how many directory entries estimates may visit over
 	// the whole analysis (default [DefaultWalkCap]). Past it, or past
 	// [WalkTime], estimates are marked truncated.

@@ -154,9 +154,24 @@ var systemDirs = []string{"/bin", "/sbin", "/usr/bin", "/usr/sbin", "/usr/local/
 	"/usr/local/go/bin", "/usr/lib/go/bin", "/usr/games", "/snap/bin", "/opt/homebrew/bin", "/opt/homebrew/sbin",
 	"/run/current-system/sw/bin", "/nix/var/nix/profiles/default/bin", "/usr/libexec", "/usr/lib/git-core"}
 
+// systemDir reports a directory whose programs are taken for what their
+// names say: a system directory, or one on the kernel's own PATH (the
+// environment the person started Shoal with: pyenv shims, ~/go/bin, …).
+// A directory only the session's PATH has — put there by an agent's
+// earlier execution — is not one. (A program an unconfined run writes into
+// a directory of the kernel's PATH is not caught here; confined, those
+// directories are not writable.)
 func systemDir(dir string) bool {
 	dir = path.Clean(dir)
-	return slices.Contains(systemDirs, dir) || strings.HasPrefix(dir, "/nix/store/")
+	if slices.Contains(systemDirs, dir) || strings.HasPrefix(dir, "/nix/store/") {
+		return true
+	}
+	for _, d := range filepath.SplitList(os.Getenv("PATH")) {
+		if filepath.IsAbs(d) && path.Clean(d) == dir {
+			return true
+		}
+	}
+	return false
 }
 
 // shadowed reports why a command name the analyzer models may run
@@ -485,6 +500,11 @@ func editorCmd(w *walker, s *scope, c *cmd) {
 		if !a.dyn && !strings.HasPrefix(a.val, "-") && !strings.HasPrefix(a.val, "+") {
 			w.fs(s, a, fsReq{kind: policy.FSWrite, mode: modeModify, head: c.head})
 		}
+	}
+	if w.env.Terminal && !slices.ContainsFunc(c.args, func(a arg) bool {
+		return a.dyn || strings.HasPrefix(a.val, "-") || strings.HasPrefix(a.val, "+")
+	}) {
+		return // edited by keystrokes on the terminal
 	}
 	w.opaque(c, "an editor runs the commands it is given (-c, +cmd, :!, a script on stdin) and may write any file")
 }

@@ -194,6 +194,9 @@ func shellCmd(w *walker, s *scope, c *cmd) {
 		}
 		w.script(s, p, c.head, operands[1:])
 	default:
+		if w.env.Terminal {
+			return // an interactive shell on the terminal
+		}
 		w.dynamicSpawn(c.head, c.head+" (stdin)", "runs commands read from stdin, which are not known before they arrive")
 	}
 }
@@ -234,7 +237,9 @@ func interpCmd(w *walker, s *scope, c *cmd) {
 	}
 	if len(c.args) == 0 || slices.ContainsFunc(c.args, func(a arg) bool { return !a.dyn && a.val == "-" }) {
 		w.spawn(s, c, "", false, modeled)
-		w.dynamicSpawn(c.head, c.head+" (stdin)", "runs code read from stdin")
+		if !w.env.Terminal {
+			w.dynamicSpawn(c.head, c.head+" (stdin)", "runs code read from stdin")
+		}
 		return
 	}
 	w.spawn(s, c, "", false, "runs a "+c.head+" program whose effects Shoal does not model")
