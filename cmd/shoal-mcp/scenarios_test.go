@@ -220,3 +220,62 @@ func TestShoalCancel(t *testing.T) {
 		t.Fatalf("second cancel: %s", resultText(res))
 	}
 }
+
+// TestScenarioNeedle: one FAIL line in 200,000 lines is found in two calls
+// (the run, then a server-side grep of its stored output), under 8 kB,
+// and the source ran once (it counts its runs in a file).
+func TestScenarioNeedle(t *testing.T) {
+	sd := newStateDir(t)
+	p := startStdio(t, sd, "agent:test")
+	ty := &tally{t: t, name: "needle"}
+	counter := filepath.Join(t.TempDir(), "runs")
+	src := "echo run >> " + counter + `; awk 'BEGIN { for (i = 1; i <= 200000; i++) if (i == 123457) print "FAIL: needle at line " i; else print "ok " i }'`
+	res := p.call("shoal_exec", map[string]any{"source": src})
+	ty.add(res)
+	m := structuredOf(t, res)
+	ref := m["ref"].(string)
+	if next, _ := m["next"].(string); !strings.Contains(next, `"grep"`) {
+		t.Errorf("the cut output does not say how to search it: %v", m)
+	}
+	res = p.call("shoal_get", map[string]any{"target": ref, "path": ".stdout", "grep": "FAIL"})
+	ty.add(res)
+	g := structuredOf(t, res)
+	v := g["value"].(map[string]any)
+	rows := v["matches"].(map[string]any)["rows"].([]any)
+	if v["total"] != float64(1) || len(rows) != 1 || rows[0].([]any)[0] != float64(123457) || !strings.Contains(rows[0].([]any)[1].(string), "FAIL: needle") {
+		t.Fatalf("grep: %v", v)
+	}
+	runs, _ := os.ReadFile(counter)
+	if n := strings.Count(string(runs), "run"); n != 1 {
+		t.Errorf("the source ran %d times", n)
+	}
+	ty.report()
+	if ty.calls > 2 || ty.structured > 8000 || ty.text > 8000 {
+		t.Errorf("needle: %d calls, %d bytes structured, %d text; want ≤ 2 calls and ≤ 8 kB", ty.calls, ty.structured, ty.text)
+	}
+}
+
+// TestScenarioTail: the last 3 lines of stderr of a 5 MB output, in one
+// call after the run.
+func TestScenarioTail(t *testing.T) {
+	sd := newStateDir(t)
+	p := startStdio(t, sd, "agent:test")
+	ty := &tally{t: t, name: "tail of 5 MB stderr"}
+	src := `awk 'BEGIN { pad = sprintf("%40s", ""); for (i = 1; i <= 100000; i++) print "warning " i pad }' >&2; echo done`
+	m := structuredOf(t, p.call("shoal_exec", map[string]any{"source": src}))
+	ref := m["ref"].(string)
+	res := p.call("shoal_get", map[string]any{"target": ref, "path": ".stderr", "grep": "^", "slice": "-3.."})
+	ty.add(res)
+	v := structuredOf(t, res)["value"].(map[string]any)
+	rows := v["matches"].(map[string]any)["rows"].([]any)
+	if len(rows) != 3 || v["total"] != float64(100000) {
+		t.Fatalf("tail: %v", v)
+	}
+	for i, r := range rows {
+		want := "warning " + itoa(int64(99998+i))
+		if cells := r.([]any); cells[0] != float64(99998+i) || !strings.HasPrefix(cells[1].(string), want) {
+			t.Fatalf("line %d: %v, want %s", i, cells, want)
+		}
+	}
+	ty.report()
+}
