@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 )
 
@@ -88,11 +89,8 @@ func (f *Facade) askApproval(ctx context.Context, ref string) string {
 	if !ok || !s.clientHas("elicitation", "form") {
 		return ""
 	}
-	var p planView
-	if err := f.link.call(ctx, "plan.get", map[string]string{"ref": ref}, &p); err != nil {
-		return ""
-	}
-	if p.Verdict != "ask" || p.Approval != "pending" {
+	p, pending := f.pendingPlan(ctx, ref)
+	if !pending {
 		return ""
 	}
 	ectx, cancel := context.WithTimeout(ctx, elicitTimeout)
@@ -104,14 +102,37 @@ func (f *Facade) askApproval(ctx context.Context, ref string) string {
 		f.log.Info("approval form failed", "ref", ref, "err", err)
 		return "The approval form could not be shown (" + err.Error() + ")."
 	}
-	var answer struct {
-		Action  string `json:"action"`
-		Content struct {
-			Decision string `json:"decision"`
-			Reason   string `json:"reason"`
-		} `json:"content"`
+	var answer formAnswer
+	if err := json.Unmarshal(res, &answer); err != nil {
+		return fmt.Sprintf("The approval form's answer for %s was unreadable: %v.", ref, err)
 	}
-	if err := json.Unmarshal(res, &answer); err != nil || answer.Action != "accept" {
+	return f.decide(ctx, ref, answer)
+}
+
+// pendingPlan is the plan ref names when it waits for a person's
+// approval; ok is false otherwise (allowed, denied, decided, unknown).
+func (f *Facade) pendingPlan(ctx context.Context, ref string) (planView, bool) {
+	var p planView
+	if err := f.link.call(ctx, "plan.get", map[string]string{"ref": ref}, &p); err != nil {
+		return p, false
+	}
+	return p, p.Verdict == "ask" && p.Approval == "pending"
+}
+
+// formAnswer is an elicitation result of the approval form.
+type formAnswer struct {
+	Action  string `json:"action"`
+	Content struct {
+		Decision string `json:"decision"`
+		Reason   string `json:"reason"`
+	} `json:"content"`
+}
+
+// decide passes the person's answer to the kernel (plan.approve or
+// plan.reject with via "elicitation"; the kernel checks that the policy
+// lets this principal's host decide) and says what happened.
+func (f *Facade) decide(ctx context.Context, ref string, answer formAnswer) string {
+	if answer.Action != "accept" {
 		return fmt.Sprintf("The person did not decide on %s in the host (%s).", ref, answer.Action)
 	}
 	method := "plan.approve"
@@ -129,6 +150,37 @@ func (f *Facade) askApproval(ctx context.Context, ref string) string {
 		return fmt.Sprintf("The person rejected %s in the host: %s", ref, answer.Content.Reason)
 	}
 	return fmt.Sprintf("The person approved %s in the host.", ref)
+}
+
+// approvalInputID names the approval form among a call's input requests.
+const approvalInputID = "approval"
+
+// askApprovalStateless is askApproval for a 2026-07-28 client, which has
+// no server-to-client requests: the first shoal_apply of a pending plan
+// answers input_required with the form (SEP-2322), and the client calls
+// again with the person's answer and the plan ref as requestState. It
+// returns the result to send (the form), or the note of a decision taken.
+func (f *Facade) askApprovalStateless(ctx context.Context, req mcp.CallToolRequest, ref string) (*mcp.CallToolResult, string) {
+	info := server.RequestProtocolInfoFromContext(ctx)
+	if info == nil || info.ClientCapabilities == nil || info.ClientCapabilities.Elicitation == nil {
+		return nil, ""
+	}
+	if el := server.ElicitationResponse(req.Params.InputResponses, approvalInputID); el != nil && req.Params.RequestState == ref {
+		var answer formAnswer
+		answer.Action = string(el.Action)
+		if m, ok := el.Content.(map[string]any); ok {
+			answer.Content.Decision, _ = m["decision"].(string)
+			answer.Content.Reason, _ = m["reason"].(string)
+		}
+		return nil, f.decide(ctx, ref, answer)
+	}
+	p, ok := f.pendingPlan(ctx, ref)
+	if !ok {
+		return nil, ""
+	}
+	return server.NewInputRequestBuilder(ref).Elicit(approvalInputID, mcp.ElicitationParams{
+		Mode: "form", Message: approvalMessage(p), RequestedSchema: approvalSchema,
+	}).ToolResult(), ""
 }
 
 // approveCommand is the shoal command a person runs to approve ref: it

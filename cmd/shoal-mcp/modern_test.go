@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os/exec"
 	"slices"
 	"strings"
@@ -12,6 +13,68 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
+// connectModern starts a facade in dir and connects the official Go SDK
+// to it at protocol 2026-07-28; the session is closed when the test ends.
+func connectModern(t *testing.T, sd *stateDir, dir string, opts *sdk.ClientOptions) *sdk.ClientSession {
+	t.Helper()
+	cmd := exec.Command(facadeBin, "--state-dir", sd.dir, "--principal", "agent:sdk", "--idle-exit", "1m")
+	cmd.Dir = dir
+	stderr := &syncBuffer{}
+	cmd.Stderr = stderr
+	c := sdk.NewClient(&sdk.Implementation{Name: "shoal-modern-test", Version: "1"}, opts)
+	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
+	defer cancel()
+	cs, err := c.Connect(ctx, &sdk.CommandTransport{Command: cmd}, &sdk.ClientSessionOptions{ProtocolVersion: "2026-07-28"})
+	if err != nil {
+		t.Fatalf("connect: %v\n%s", err, stderr.String())
+	}
+	t.Cleanup(func() {
+		cs.Close()
+		if t.Failed() {
+			t.Logf("facade stderr:\n%s", stderr.String())
+		}
+	})
+	return cs
+}
+
+// TestModernApproval: a 2026-07-28 client has no server-to-client
+// requests; shoal_apply of a pending plan answers input_required with the
+// approval form, the SDK asks the person (its elicitation handler) and
+// calls again with the answer, and the approved plan runs.
+func TestModernApproval(t *testing.T) {
+	sd := newStateDir(t)
+	dir := t.TempDir()
+	var shown []string
+	cs := connectModern(t, sd, dir, &sdk.ClientOptions{
+		ElicitationHandler: func(_ context.Context, req *sdk.ElicitRequest) (*sdk.ElicitResult, error) {
+			shown = append(shown, req.Params.Message)
+			return &sdk.ElicitResult{Action: "accept", Content: map[string]any{"decision": "approve", "reason": "ok"}}, nil
+		},
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
+	defer cancel()
+	call := func(name string, args map[string]any) map[string]any {
+		t.Helper()
+		res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: name, Arguments: args})
+		if err != nil || res.IsError {
+			t.Fatalf("%s: %v %+v", name, err, res)
+		}
+		b, _ := json.Marshal(res.StructuredContent)
+		var m map[string]any
+		_ = json.Unmarshal(b, &m)
+		return m
+	}
+	call("shoal_exec", map[string]any{"source": "mkdir -p build"})
+	plan := call("shoal_plan", map[string]any{"source": "rm -rf build"})
+	call("shoal_apply", map[string]any{"plan": plan["ref"]})
+	if len(shown) != 1 || !strings.Contains(shown[0], "rm -rf build") {
+		t.Fatalf("the person saw %q", shown)
+	}
+	if m := call("shoal_exec", map[string]any{"source": "test -e build && echo there || echo gone"}); !strings.Contains(fmt.Sprint(m), "gone") {
+		t.Errorf("the approved plan did not run: %v", m)
+	}
+}
+
 // TestModernGoSDK: the official Go SDK (v1.8.0) speaking the stateless
 // 2026-07-28 revision gets answers without falling back to the handshake:
 // server/discover, tools, resources, completion, and a resource
@@ -19,12 +82,8 @@ import (
 func TestModernGoSDK(t *testing.T) {
 	sd := newStateDir(t)
 	dir := t.TempDir()
-	cmd := exec.Command(facadeBin, "--state-dir", sd.dir, "--principal", "agent:sdk", "--idle-exit", "1m")
-	cmd.Dir = dir
-	var stderr syncBuffer
-	cmd.Stderr = &stderr
 	updated := make(chan string, 16)
-	c := sdk.NewClient(&sdk.Implementation{Name: "shoal-modern-test", Version: "1"}, &sdk.ClientOptions{
+	cs := connectModern(t, sd, dir, &sdk.ClientOptions{
 		ResourceUpdatedHandler: func(_ context.Context, req *sdk.ResourceUpdatedNotificationRequest) {
 			select {
 			case updated <- req.Params.URI:
@@ -34,16 +93,6 @@ func TestModernGoSDK(t *testing.T) {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
 	defer cancel()
-	cs, err := c.Connect(ctx, &sdk.CommandTransport{Command: cmd}, &sdk.ClientSessionOptions{ProtocolVersion: "2026-07-28"})
-	if err != nil {
-		t.Fatalf("connect: %v\n%s", err, stderr.String())
-	}
-	defer func() {
-		cs.Close()
-		if t.Failed() {
-			t.Logf("facade stderr:\n%s", stderr.String())
-		}
-	}()
 	init := cs.InitializeResult()
 	if init.ProtocolVersion != "2026-07-28" || init.ServerInfo == nil || init.ServerInfo.Name != "shoal" {
 		t.Fatalf("negotiated %q with %+v; want 2026-07-28 through server/discover", init.ProtocolVersion, init.ServerInfo)

@@ -432,7 +432,15 @@ func (f *Facade) toolApply(ctx context.Context, req mcp.CallToolRequest) (*mcp.C
 	}
 	// A plan waiting for approval: the person at the host may decide it
 	// there, when the client can show a form (elicit.go).
-	note := f.askApproval(ctx, a.Plan)
+	var note string
+	if server.IsModernRequest(ctx) {
+		var form *mcp.CallToolResult
+		if form, note = f.askApprovalStateless(ctx, req, a.Plan); form != nil {
+			return form, nil
+		}
+	} else {
+		note = f.askApproval(ctx, a.Plan)
+	}
 	res, err := f.execLike(ctx, "plan.apply", map[string]any{"ref": a.Plan}, false)
 	if note != "" && res != nil {
 		res.Content = append([]mcp.Content{mcp.NewTextContent(note)}, res.Content...)
