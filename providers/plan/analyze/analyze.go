@@ -167,6 +167,26 @@ func AnalyzeFile(f *syntax.File, env Env) *Analysis {
 	return w.finish()
 }
 
+// Line is the planner's command model applied to one command line whose
+// words are all known, as the evaluator runs it in dir: the effects the
+// command has (what rm deletes, what curl reaches, the command a wrapper
+// or `sh -c` runs), with the same handlers, options and targets as
+// [Analyze]. The runtime observer (providers/session/shell) records these,
+// so that a plan and the journal describe a command alike. The program is
+// taken as resolved (no PATH check), targets are not link-resolved and
+// nothing is estimated; only what decides a target is looked at (whether
+// a destination is a directory, a repository's remote).
+func Line(argv []string, dir string) *Analysis {
+	w := newWalker(Env{Cwd: dir})
+	w.light = true
+	args := make([]arg, len(argv))
+	for i, a := range argv {
+		args[i] = arg{val: a, text: a}
+	}
+	w.run(w.topScope(), args, false)
+	return w.finish()
+}
+
 func (w *walker) finish() *Analysis {
 	a := &Analysis{Effects: []Effect{}, Heads: w.heads, Reversible: true, Uncertain: []string{}}
 	if a.Heads == nil {

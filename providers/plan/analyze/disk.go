@@ -100,6 +100,11 @@ func (w *walker) fs(s *scope, a arg, r fsReq) {
 	if isPseudo(p) {
 		return
 	}
+	if w.light {
+		e.Target, e.Glob = p, a.glob
+		w.add(e)
+		return
+	}
 	if l, linked := w.linkedAt(p); linked {
 		// The source made a link here earlier: where this lands is only
 		// known once it has run.

@@ -80,7 +80,7 @@ func gitCmd(w *walker, s *scope, c *cmd) {
 		repo = arg{val: root, text: root}
 		gitDir = arg{val: path.Join(root, ".git"), text: path.Join(root, ".git")}
 		if slices.Contains(gitRunsHooks, sub) {
-			if _, linked := w.linkedAt(gitDir.val); linked || gitHooks(root) || w.wroteBelow(gitDir.val) {
+			if _, linked := w.linkedAt(gitDir.val); !w.light && (linked || gitHooks(root) || w.wroteBelow(gitDir.val)) {
 				w.opaque(c, "git "+sub+" runs the repository's hooks (.git/hooks), whose commands Shoal does not see")
 			}
 		}

@@ -233,7 +233,7 @@ func (w *walker) run(s *scope, args []arg, shellLevel bool) {
 		}
 	}
 	w.heads = uniqueAppend(w.heads, c.head)
-	if !strings.Contains(c.name, "/") {
+	if !strings.Contains(c.name, "/") && !w.light {
 		if why, ok := w.shadowed(s, c.name); ok {
 			w.spawn(s, c, "", false, why)
 			w.dynamicSpawn(c.head, c.name, why)
@@ -270,6 +270,10 @@ const modeled = "runs a program whose effects are listed separately"
 // path is read and analyzed; anything else is a plain spawn whose effects
 // are not known.
 func (w *walker) unknown(s *scope, c *cmd) {
+	if w.light {
+		w.spawn(s, c, "", false, "runs a program Shoal does not model; what it does is not known")
+		return
+	}
 	if strings.Contains(c.name, "/") {
 		if p, ok := w.abs(s, arg{val: c.name}); ok && isShellScript(p) {
 			w.spawn(s, c, "", true, modeled)
@@ -357,6 +361,11 @@ func isShellScript(p string) bool {
 // script reads a script file (read-only) and analyzes it as a child shell.
 func (w *walker) script(s *scope, p, head string, params []arg) {
 	w.fs(s, arg{val: p, text: p}, fsReq{kind: policy.FSRead, head: head, executes: true})
+	if w.light {
+		// A run records the process; reading the script is the plan's
+		// business.
+		return
+	}
 	data, ok := readScript(p)
 	if !ok {
 		w.dynamicSpawn(head, p, "runs a script that cannot be read now; its commands are not known")

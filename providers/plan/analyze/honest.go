@@ -129,6 +129,9 @@ type linkArea struct {
 // madeLink records that the command makes a link at a (or a tree that
 // may hold links below a).
 func (w *walker) madeLink(s *scope, a arg, by string) {
+	if w.light {
+		return // one command: no later path to mislead
+	}
 	p, ok := w.abs(s, a)
 	if !ok {
 		p = ""
@@ -422,7 +425,7 @@ func awkCmd(w *walker, s *scope, c *cmd) {
 // readProgram reads a program file named by an argument (read-only).
 func (w *walker) readProgram(s *scope, a arg) (string, bool) {
 	p, ok := w.abs(s, a)
-	if !ok {
+	if !ok || w.light {
 		return "", false
 	}
 	return readScript(p)

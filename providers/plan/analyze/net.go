@@ -177,7 +177,7 @@ func wgetCmd(w *walker, s *scope, c *cmd) {
 
 func sshCmd(w *walker, s *scope, c *cmd) {
 	w.spawn(s, c, "", true, modeled)
-	p := w.parse(c.args, optSpec{shortVal: "bcDEeFIiJLlmOopQRSWwB", stopAtOperand: true})
+	p := w.parse(c.args, optSpec{shortVal: "bcDEeFIiJLlmOoPpQRSWwB", stopAtOperand: true})
 	for _, f := range p.all("i", "F") {
 		w.fs(s, f, fsReq{kind: policy.FSRead, head: c.head})
 	}

@@ -57,6 +57,10 @@ type walker struct {
 	cdable bool
 	// hashed are command names `hash -p` pointed at another file.
 	hashed map[string]bool
+	// light: the walker models one command line as it runs (see Line):
+	// what ran is resolved already, and nothing is read from the disk
+	// but what decides a target.
+	light bool
 }
 
 type frame struct {

@@ -126,59 +126,6 @@ func FuzzCleanOutput(f *testing.F) {
 	})
 }
 
-func TestOperands(t *testing.T) {
-	tests := []struct {
-		args       []string
-		takesValue string
-		want       []string
-	}{
-		{[]string{"-rf", "a", "b"}, "", []string{"a", "b"}},
-		{[]string{"-m", "755", "dir"}, "m", []string{"dir"}},
-		{[]string{"-pm", "755", "dir"}, "m", []string{"dir"}},
-		{[]string{"-m755", "dir"}, "m", []string{"dir"}},
-		{[]string{"--", "-x", "y"}, "", []string{"-x", "y"}},
-		{[]string{"-", "x"}, "", []string{"-", "x"}},
-	}
-	for _, tt := range tests {
-		if got := operands(tt.args, tt.takesValue); !slices.Equal(got, tt.want) {
-			t.Errorf("operands(%q, %q) = %q, want %q", tt.args, tt.takesValue, got, tt.want)
-		}
-	}
-}
-
-func TestUnwrap(t *testing.T) {
-	tests := []struct {
-		name string
-		args []string
-		want []string
-	}{
-		{"sudo", []string{"-u", "root", "-E", "rm", "-rf", "/x"}, []string{"rm", "-rf", "/x"}},
-		{"sudo", []string{"-u", "root", "--", "rm", "-rf", "/x"}, []string{"rm", "-rf", "/x"}},
-		{"timeout", []string{"--", "5", "rm", "x"}, []string{"rm", "x"}},
-		{"timeout", []string{"-k", "5", "30s", "curl", "u"}, []string{"curl", "u"}},
-		{"nice", []string{"-n", "10", "make"}, []string{"make"}},
-		{"xargs", []string{"-n", "1", "rm"}, []string{"rm"}},
-		{"xargs", []string{"-0"}, []string{"echo"}},
-		{"nohup", []string{"server", "--port", "1"}, []string{"server", "--port", "1"}},
-	}
-	for _, tt := range tests {
-		if got := unwrap(tt.name, tt.args); !slices.Equal(got, tt.want) {
-			t.Errorf("unwrap(%s %q) = %q, want %q", tt.name, tt.args, got, tt.want)
-		}
-	}
-	envTests := []struct{ args, want []string }{
-		{nil, nil},
-		{[]string{"-i", "A=1"}, nil},
-		{[]string{"-u", "X", "A=1", "cmd", "arg"}, []string{"cmd", "arg"}},
-		{[]string{"-S", "rm -rf x"}, []string{"rm", "-rf", "x"}},
-	}
-	for _, tt := range envTests {
-		if got := unwrapEnv(tt.args); !slices.Equal(got, tt.want) {
-			t.Errorf("unwrapEnv(%q) = %q, want %q", tt.args, got, tt.want)
-		}
-	}
-}
-
 func TestExportsChanged(t *testing.T) {
 	exp := func(v string) expand.Variable {
 		return expand.Variable{Set: true, Exported: true, Kind: expand.String, Str: v}
