@@ -130,6 +130,13 @@ func TestSessionPerProject(t *testing.T) {
 		t.Errorf("--session %s from B: %q; want A's session", projectSession(a), got)
 	}
 
+	// A new session named on the command line starts where its host
+	// launched it, not where the kernel happens to run (it started in A).
+	pnamed := startIn(t, sd, b, nil, "--session", "named")
+	if got := pnamed.sh("pwd"); got != b {
+		t.Errorf("new --session named from B runs in %q; want %q", got, b)
+	}
+
 	var st struct {
 		Sessions []struct {
 			Name      string `json:"name"`

@@ -260,7 +260,7 @@ func (p *Provider) Decide(ctx context.Context, c *core.Caller, ref string, appro
 		verb = "reject"
 	}
 	if !p.canApprove(c) {
-		return Record{}, rpc.Errorf(rpc.Forbidden, "%s does not hold the Approve grant, so it cannot %s plans; a principal with the grant (human:* by default; see [grants] in policy.toml) can run `shoal plan %s %s`", c.Principal, verb, verb, e.rec.Ref)
+		return Record{}, rpc.Errorf(rpc.Forbidden, "%s does not hold the Approve grant, so it cannot %s plans; a principal with the grant (human:* by default; see [grants] in policy.toml) can run `%s`", c.Principal, verb, strings.Replace(ApproveCommand(e.rec.Session, e.rec.Ref), "approve", verb, 1))
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -364,7 +364,7 @@ func (p *Provider) Apply(ctx context.Context, c *core.Caller, ref string, timeou
 		return nil, rpc.Errorf(rpc.PlanNotApproved, "plan %s was rejected by %s; it cannot be applied: change the source and make a new plan", rec.Ref, rec.RejectedBy)
 	case rec.Approval == Pending:
 		e.mu.Unlock()
-		return nil, rpc.Errorf(rpc.PlanNotApproved, "plan %s waits for approval (%s); a principal with the Approve grant must approve it first (`shoal plan approve %s`), then apply again", rec.Ref, policy.Decision{Verdict: rec.Verdict, Reasons: rec.Reasons}.Summary(), rec.Ref)
+		return nil, rpc.Errorf(rpc.PlanNotApproved, "plan %s waits for approval (%s); a principal with the Approve grant must approve it first (`%s`), then apply again", rec.Ref, policy.Decision{Verdict: rec.Verdict, Reasons: rec.Reasons}.Summary(), ApproveCommand(rec.Session, rec.Ref))
 	}
 	e.applying = true
 	e.mu.Unlock()

@@ -743,3 +743,17 @@ func TestApproveViaElicitation(t *testing.T) {
 	_, err = r.call(t, a, "plan.approve", map[string]string{"ref": rec.Ref, "via": "telepathy"})
 	wantCode(t, err, rpc.InvalidParams, "elicitation")
 }
+
+// TestApproveHintNamesSession: the approval hint of a plan works when run
+// as it is: it names --session unless the session is main.
+func TestApproveHintNamesSession(t *testing.T) {
+	r := newRig(t)
+	main := r.create(t, r.caller("main", "agent:a"), "rm -rf build")
+	if !strings.Contains(main.Next, "`shoal plan approve "+main.Ref+"`") {
+		t.Errorf("main: next %q", main.Next)
+	}
+	other := r.create(t, r.caller("other", "agent:a"), "rm -rf build")
+	if !strings.Contains(other.Next, "`shoal plan approve --session other "+other.Ref+"`") {
+		t.Errorf("other: next %q", other.Next)
+	}
+}
