@@ -23,6 +23,13 @@ type Config struct {
 	// SpillThreshold is the encoded size above which a transcript value
 	// moves to the content store (default 1 MiB).
 	SpillThreshold int64 `toml:"spill_threshold"`
+	// ValueCache bounds the decoded parts of stored values kept for part
+	// reads (path and slice reads of big values), in bytes (64 MiB).
+	ValueCache int64 `toml:"value_cache"`
+	// TranscriptMemory bounds the transcript values kept in memory, in
+	// bytes of their encoding (32 MiB); older ones move to the content
+	// store and are read back from it on demand.
+	TranscriptMemory int64 `toml:"transcript_memory"`
 	// IdleExit ends a background kernel after this long with no
 	// connection, task or PTY ("10m"); empty or "0" means never.
 	IdleExit string `toml:"idle_exit"`
@@ -175,9 +182,11 @@ type PluginGrant struct {
 
 // Defaults for Config fields left zero.
 const (
-	DefaultRawCeiling     = 64 << 20
-	DefaultSpillThreshold = 1 << 20
-	DefaultIdleExit       = "10m"
+	DefaultRawCeiling       = 64 << 20
+	DefaultSpillThreshold   = 1 << 20
+	DefaultValueCache       = 64 << 20
+	DefaultTranscriptMemory = 32 << 20
+	DefaultIdleExit         = "10m"
 )
 
 // LoadConfig reads a config file. A missing file is the default config; a
@@ -226,6 +235,12 @@ func (c *Config) fill() {
 	}
 	if c.SpillThreshold <= 0 {
 		c.SpillThreshold = DefaultSpillThreshold
+	}
+	if c.ValueCache <= 0 {
+		c.ValueCache = DefaultValueCache
+	}
+	if c.TranscriptMemory <= 0 {
+		c.TranscriptMemory = DefaultTranscriptMemory
 	}
 	if c.IdleExit == "" {
 		c.IdleExit = DefaultIdleExit

@@ -26,6 +26,25 @@ type Provider interface {
 	Read(ctx context.Context, c *Caller, u *uri.URI) (*Content, error)
 }
 
+// PartReader is implemented by providers that can answer a path or a
+// slice read of a large stored value from the parts of it the selection
+// covers, instead of handing the router the whole value (see package
+// providers/val/spill). The router asks it first for a read with exactly
+// one of a path and a slice and no grep; ok false means "read it whole",
+// and the router then calls Read and selects as usual. When ok, v is the
+// selected value and offset what value.ApplySliceAt reports for the slice.
+type PartReader interface {
+	ReadPart(ctx context.Context, c *Caller, u *uri.URI, sel Selection) (content *Content, offset int, ok bool, err error)
+}
+
+// Selection is the path or slice of a read, parsed.
+type Selection struct {
+	Path     value.Path
+	HasPath  bool
+	Slice    value.Slice
+	HasSlice bool
+}
+
 // Subscribable is implemented by providers whose URIs map to event
 // channels. Channel reports the channel for u, or false when u is not
 // subscribable.

@@ -326,9 +326,19 @@ func (r *Router) Read(ctx context.Context, c *Caller, u *uri.URI, o ReadOptions)
 	if err != nil {
 		return nil, err
 	}
-	content, err := p.Read(ctx, c, u)
-	if err != nil {
-		return nil, err
+	var content *Content
+	var partOffset int
+	partRead := false
+	if pr, ok := p.(PartReader); ok && !hasGrep && hasPath != hasSlice {
+		content, partOffset, partRead, err = pr.ReadPart(ctx, c, u, Selection{Path: path, HasPath: hasPath, Slice: sl, HasSlice: hasSlice})
+		if err != nil {
+			return nil, err
+		}
+	}
+	if !partRead {
+		if content, err = p.Read(ctx, c, u); err != nil {
+			return nil, err
+		}
 	}
 	if content == nil {
 		return nil, rpc.Errorf(rpc.Internal, "provider %s returned no content for %s", u.Family, u.Raw)
@@ -362,14 +372,16 @@ func (r *Router) Read(ctx context.Context, c *Caller, u *uri.URI, o ReadOptions)
 		}
 	}
 	v := content.Value
-	if hasPath {
+	if hasPath && !partRead {
 		if v, err = path.Eval(v); err != nil {
 			return nil, err
 		}
 	}
 	res := &ReadResult{Ref: content.Ref, Marks: content.Marks, Meta: content.Meta}
 	origin := render.Origin{Path: path}
-	if hasGrep || hasSlice {
+	if partRead && hasSlice {
+		origin.Offset = partOffset
+	} else if hasGrep || hasSlice {
 		if v, origin.Offset, err = grepSlice(v, grep, hasGrep, sl, hasSlice); err != nil {
 			return nil, err
 		}

@@ -2,13 +2,20 @@ package boot_test
 
 import (
 	"context"
+	"fmt"
+	"math/rand/v2"
 	"os/exec"
+	"runtime"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/shoal-sh/shoal/core"
+	"github.com/shoal-sh/shoal/core/value"
+	"github.com/shoal-sh/shoal/providers/out"
 	"github.com/shoal-sh/shoal/sdk/client"
 )
 
@@ -182,4 +189,101 @@ func BenchmarkExecLargeOutput(b *testing.B) {
 	b.ReportMetric(float64(k.Microseconds()), "kernel-p50-µs")
 	b.ReportMetric(float64(d.Microseconds()), "osexec-p50-µs")
 	b.ReportMetric(float64(k)/float64(d), "ratio")
+}
+
+// BenchmarkColdPartRead stores a 10M-row table and a 100 MB string as
+// transcript values (spilled to the content store with their index) and
+// reads one row by path, or 100 characters by slice, over the socket:
+// cold (a random far row or offset each time, so its part is not in the
+// cache) against warm (the same one again), interleaved, reporting the
+// ratio of the medians (target ≤ 10×) and how much the kernel's heap grew
+// over the cold reads (target ≤ 64 MiB). Memory-heavy: it builds the
+// values in this process (about 2 GB at the peak).
+func BenchmarkColdPartRead(b *testing.B) {
+	dir := shortDir(b)
+	k := startKernel(b, dir)
+	c := attach(b, dir, client.Options{Principal: "agent:bench"})
+	ctx := context.Background()
+	tr, err := core.Lookup[*out.Transcript](k.Host(), out.ServiceTranscript)
+	if err != nil {
+		b.Fatal(err)
+	}
+	session := c.Attached.Session
+	const rows, strLen = 10_000_000, 100_000_000
+	b.Run("table-10M-rows", func(b *testing.B) {
+		t := &value.Table{Cols: []string{"id", "name"}, Rows: make([][]value.Value, rows)}
+		for i := range t.Rows {
+			t.Rows[i] = []value.Value{value.Int(i), value.Str("row " + strconv.Itoa(i))}
+		}
+		e, err := tr.Add(session, t, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		t = nil
+		rnd := rand.New(rand.NewPCG(1, 2))
+		coldWarm(b, c, func(cold bool) string {
+			i := rows / 2
+			if cold {
+				i = rnd.IntN(rows)
+			}
+			return fmt.Sprintf("%s?path=[%d].name", e.Ref, i)
+		}, func(r *client.ReadResult, target string) bool {
+			return strings.Contains(string(r.StructuredContent), "row ")
+		})
+	})
+	b.Run("string-100MB", func(b *testing.B) {
+		s := strings.Repeat("0123456789 ünïcødé line\n", strLen/26)
+		e, err := tr.Add(session, value.Str(s), nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		s = ""
+		rnd := rand.New(rand.NewPCG(3, 4))
+		n := strLen / 26 * 24 // characters
+		coldWarm(b, c, func(cold bool) string {
+			i := n / 2
+			if cold {
+				i = rnd.IntN(n - 100)
+			}
+			return fmt.Sprintf("%s?slice=%d..%d", e.Ref, i, i+100)
+		}, func(r *client.ReadResult, target string) bool {
+			return strings.Contains(string(r.StructuredContent), "line")
+		})
+	})
+	_ = ctx
+}
+
+func coldWarm(b *testing.B, c *client.Client, target func(cold bool) string, check func(*client.ReadResult, string) bool) {
+	ctx := context.Background()
+	read := func(t string) time.Duration {
+		t0 := time.Now()
+		r, err := c.Read(ctx, t)
+		if err != nil {
+			b.Fatal(err)
+		}
+		d := time.Since(t0)
+		if !check(r, t) {
+			b.Fatalf("%s: unexpected answer %.200s", t, r.StructuredContent)
+		}
+		return d
+	}
+	read(target(false))
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	var cold, warm []time.Duration
+	peak := before.HeapInuse
+	b.ResetTimer()
+	for b.Loop() {
+		cold = append(cold, read(target(true)))
+		warm = append(warm, read(target(false)))
+		runtime.ReadMemStats(&after)
+		peak = max(peak, after.HeapInuse)
+	}
+	b.StopTimer()
+	c50, w50 := p50(cold), p50(warm)
+	b.ReportMetric(float64(c50.Microseconds()), "cold-p50-µs")
+	b.ReportMetric(float64(w50.Microseconds()), "warm-p50-µs")
+	b.ReportMetric(float64(c50)/float64(w50), "ratio")
+	b.ReportMetric(float64(peak-before.HeapInuse)/(1<<20), "extra-heap-MiB")
 }

@@ -1,11 +1,15 @@
 // Package out serves the transcript: every execution's complete value as
 // out:N / shoal://out/N, numbered per session from 1.
 //
-// The transcript lives in memory and ends with the kernel. Memory stays
-// bounded: a value whose typed-JSON encoding passes the spill threshold
-// (config spill_threshold, 1 MiB by default) is written to the content
-// store and the transcript keeps only its hash, so the value also has a
-// durable val:blake3:<hex> ref.
+// The transcript ends with the kernel. Its memory stays bounded: a value
+// whose typed-JSON encoding passes the spill threshold (config
+// spill_threshold, 1 MiB by default) is written to the content store and
+// the transcript keeps only its hash, so the value also has a durable
+// val:blake3:<hex> ref; and once the values kept in memory pass
+// transcript_memory (32 MiB of encoding), the oldest move there too and
+// are read back on demand. Large lists, tables and strings are stored
+// with an index (package spill), so a path or slice read of one decodes
+// only the parts it covers.
 package out
 
 import (
@@ -20,6 +24,7 @@ import (
 	"github.com/shoal-sh/shoal/core/uri"
 	"github.com/shoal-sh/shoal/core/value"
 	"github.com/shoal-sh/shoal/providers/val/cas"
+	"github.com/shoal-sh/shoal/providers/val/spill"
 )
 
 // ServiceTranscript names the *Transcript service.
@@ -35,11 +40,25 @@ type Entry struct {
 	Marks  []string
 }
 
+// entry is one transcript value. It holds no strings it can rebuild
+// (out:N, the URI), so a long transcript costs little memory per entry
+// once its values have moved to the content store.
 type entry struct {
-	Entry
+	n       int
+	size    int
+	marks   []string
 	v       value.Value // nil when spilled
 	hash    string
 	pending bool // reserved, value not recorded yet
+	moving  bool // being moved to the content store (see spillOldest)
+}
+
+func (e *entry) Entry() Entry {
+	x := Entry{N: e.n, Ref: "out:" + strconv.Itoa(e.n), URI: "shoal://out/" + strconv.Itoa(e.n), Size: e.size, Marks: e.marks}
+	if e.hash != "" {
+		x.ValRef = cas.RefPrefix + e.hash
+	}
+	return x
 }
 
 type sessionLog struct {
@@ -47,13 +66,24 @@ type sessionLog struct {
 	entries map[int]*entry
 }
 
+// held is an in-memory value in the order values were recorded.
+type held struct {
+	session string
+	n       int
+	size    int
+}
+
 // Transcript holds every session's values.
 type Transcript struct {
 	blobs     core.Blobs
+	parts     *spill.Reader // nil: spill through blobs, read values whole
 	threshold int64
+	memory    int64 // bound of the values kept in memory, bytes of encoding
 
 	mu       sync.Mutex
 	sessions map[string]*sessionLog
+	inMemory int64  // encoded bytes of the values in memory
+	order    []held // the values in memory, oldest first (a queue)
 	// cache keeps the last spilled value decoded, so paging through one
 	// large value does not decode it on every read.
 	cacheHash string
@@ -63,8 +93,21 @@ type Transcript struct {
 // NewTranscript returns a transcript spilling values larger than
 // threshold bytes to blobs (never, when blobs is nil).
 func NewTranscript(blobs core.Blobs, threshold int64) *Transcript {
-	return &Transcript{blobs: blobs, threshold: threshold, sessions: map[string]*sessionLog{}}
+	return &Transcript{blobs: blobs, threshold: threshold, memory: core.DefaultTranscriptMemory, sessions: map[string]*sessionLog{}}
 }
+
+// SetMemory bounds the encoded bytes of the values kept in memory: past
+// it, the oldest move to the content store and are read back from it on
+// demand. It needs a content store; without one values stay in memory.
+func (t *Transcript) SetMemory(bound int64) {
+	t.mu.Lock()
+	t.memory = bound
+	t.mu.Unlock()
+}
+
+// SetParts makes spills go through r, which indexes large lists, tables
+// and strings so part reads (ReadPart) decode only what they need.
+func (t *Transcript) SetParts(r *spill.Reader) { t.parts = r }
 
 // Add records v as the session's next out:N.
 func (t *Transcript) Add(session string, v value.Value, marks []string) (Entry, error) {
@@ -86,13 +129,10 @@ func (t *Transcript) Reserve(session string) (Entry, error) {
 		log = &sessionLog{next: 1, entries: map[int]*entry{}}
 		t.sessions[session] = log
 	}
-	e := &entry{pending: true}
-	e.N = log.next
+	e := &entry{n: log.next, pending: true}
 	log.next++
-	e.Ref = "out:" + strconv.Itoa(e.N)
-	e.URI = "shoal://out/" + strconv.Itoa(e.N)
-	log.entries[e.N] = e
-	return e.Entry, nil
+	log.entries[e.n] = e
+	return e.Entry(), nil
 }
 
 // Unreserve gives back a reserved out:N that will never be filled (its
@@ -113,39 +153,139 @@ func (t *Transcript) Unreserve(session string, n int) {
 	}
 }
 
+// store puts an encoding into the content store and returns its hash.
+func (t *Transcript) store(e *spill.Encoded) (string, error) {
+	if t.parts != nil {
+		hash, _, err := t.parts.PutEncoded(e)
+		return hash, err
+	}
+	return t.blobs.Put(e.Bytes())
+}
+
 // Fill stores the value of a reserved out:N.
 func (t *Transcript) Fill(session string, n int, v value.Value, marks []string) (Entry, error) {
 	if v == nil {
 		v = value.Null{}
 	}
-	enc, err := value.Marshal(v)
+	enc, err := spill.Encode(v, spill.PartSize)
 	if err != nil {
 		return Entry{}, fmt.Errorf("encode transcript value: %w", err)
 	}
-	fill := entry{Entry: Entry{Size: len(enc), Marks: marks}, v: v}
-	if t.blobs != nil && int64(len(enc)) > t.threshold {
-		hash, err := t.blobs.Put(enc)
+	fill := entry{size: int(enc.Size), marks: marks, v: v}
+	if t.blobs != nil && enc.Size > t.threshold {
+		hash, err := t.store(enc)
 		if err != nil {
 			return Entry{}, fmt.Errorf("spill value to the content store: %w", err)
 		}
-		fill.hash, fill.v, fill.ValRef = hash, nil, "val:blake3:"+hash
+		fill.hash, fill.v = hash, nil
 	}
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	log := t.sessions[session]
 	if log == nil || log.entries[n] == nil {
+		t.mu.Unlock()
 		// The session was closed while the value was computed.
 		return Entry{}, rpc.Errorf(rpc.NotFound, "session %q was closed before out:%d was recorded", session, n)
 	}
 	e := log.entries[n]
-	fill.N, fill.Ref, fill.URI = e.N, e.Ref, e.URI
+	fill.n = e.n
 	*e = fill
-	return e.Entry, nil
+	out := e.Entry()
+	if e.v != nil && t.blobs != nil {
+		t.order = append(t.order, held{session, n, e.size})
+		t.inMemory += int64(e.size)
+	}
+	over := t.inMemory > t.memory
+	t.mu.Unlock()
+	if over {
+		t.spillOldest()
+	}
+	return out, nil
+}
+
+// spillOldest moves the oldest values in memory to the content store
+// until the rest fit the memory bound. A value stays readable in memory
+// until its hash is recorded; one whose session closed meanwhile is
+// skipped.
+func (t *Transcript) spillOldest() {
+	for {
+		t.mu.Lock()
+		if t.inMemory <= t.memory || len(t.order) == 0 {
+			t.mu.Unlock()
+			return
+		}
+		h := t.order[0]
+		t.order = t.order[1:]
+		if len(t.order) == 0 {
+			t.order = nil // let the queue's array go
+		}
+		var e *entry
+		if log := t.sessions[h.session]; log != nil {
+			e = log.entries[h.n]
+		}
+		if e == nil || e.v == nil || e.moving {
+			t.mu.Unlock() // its session closed (Drop took it off the count)
+			continue
+		}
+		t.inMemory -= int64(h.size)
+		e.moving = true
+		v := e.v
+		t.mu.Unlock()
+		hash := ""
+		if enc, err := spill.Encode(v, spill.PartSize); err == nil {
+			hash, _ = t.store(enc)
+		}
+		t.mu.Lock()
+		e.moving = false
+		if hash != "" {
+			e.hash, e.v = hash, nil
+		}
+		// A failed put leaves the value in memory: nothing is lost.
+		t.mu.Unlock()
+	}
 }
 
 // Get returns out:n of a session.
 func (t *Transcript) Get(session string, n int) (value.Value, Entry, error) {
+	e, err := t.lookup(session, n)
+	if err != nil {
+		return nil, Entry{}, err
+	}
 	t.mu.Lock()
+	if e.v != nil {
+		v := e.v
+		t.mu.Unlock()
+		return v, e.Entry(), nil
+	}
+	hash := e.hash
+	if t.cacheHash == hash {
+		v := t.cacheVal
+		t.mu.Unlock()
+		return v, e.Entry(), nil
+	}
+	info := e.Entry()
+	t.mu.Unlock()
+	data, err := t.blobs.Get(hash)
+	if err != nil {
+		return nil, Entry{}, err
+	}
+	v, err := value.Unmarshal(data)
+	if err != nil {
+		return nil, Entry{}, rpc.Errorf(rpc.Corrupt, "out:%d: stored value %s does not decode: %v", n, info.ValRef, err)
+	}
+	// Only a value that fits the memory bound is kept decoded: a huge
+	// one read whole once must not stay in memory.
+	if int64(info.Size) <= t.memory {
+		t.mu.Lock()
+		t.cacheHash, t.cacheVal = hash, v
+		t.mu.Unlock()
+	}
+	return v, info, nil
+}
+
+// lookup finds out:n, or the NOT_FOUND error a read of it gets.
+func (t *Transcript) lookup(session string, n int) (*entry, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	log := t.sessions[session]
 	var e *entry
 	if log != nil {
@@ -156,38 +296,33 @@ func (t *Transcript) Get(session string, n int) (value.Value, Entry, error) {
 		if log != nil {
 			last = log.next - 1
 		}
-		t.mu.Unlock()
 		if last == 0 {
-			return nil, Entry{}, rpc.Errorf(rpc.NotFound, "out:%d does not exist: session %q has no transcript values yet (they do not survive a kernel restart; val:blake3 refs do)", n, session)
+			return nil, rpc.Errorf(rpc.NotFound, "out:%d does not exist: session %q has no transcript values yet (they do not survive a kernel restart; val:blake3 refs do)", n, session)
 		}
-		return nil, Entry{}, rpc.Errorf(rpc.NotFound, "out:%d does not exist in session %q; its transcript holds out:1 … out:%d", n, session, last)
+		return nil, rpc.Errorf(rpc.NotFound, "out:%d does not exist in session %q; its transcript holds out:1 … out:%d", n, session, last)
 	}
 	if e.pending {
-		t.mu.Unlock()
-		return nil, Entry{}, rpc.Errorf(rpc.NotFound, "out:%d has no value yet: its execution is still running as a task (see shoal://jobs)", n)
+		return nil, rpc.Errorf(rpc.NotFound, "out:%d has no value yet: its execution is still running as a task (see shoal://jobs)", n)
 	}
-	if e.v != nil {
-		t.mu.Unlock()
-		return e.v, e.Entry, nil
-	}
-	if t.cacheHash == e.hash {
-		v := t.cacheVal
-		t.mu.Unlock()
-		return v, e.Entry, nil
-	}
-	t.mu.Unlock()
-	data, err := t.blobs.Get(e.hash)
-	if err != nil {
-		return nil, Entry{}, err
-	}
-	v, err := value.Unmarshal(data)
-	if err != nil {
-		return nil, Entry{}, rpc.Errorf(rpc.Corrupt, "out:%d: stored value %s does not decode: %v", n, e.ValRef, err)
+	return e, nil
+}
+
+// Part answers a path or slice read of out:n from the parts of its
+// stored value (see spill.Reader.Part); ok is false when the value is in
+// memory or has no index, and the read then takes the whole value.
+func (t *Transcript) Part(session string, n int, sel core.Selection) (value.Value, int, Entry, bool, error) {
+	e, err := t.lookup(session, n)
+	if err != nil || t.parts == nil {
+		return nil, 0, Entry{}, false, nil // Get gives the error
 	}
 	t.mu.Lock()
-	t.cacheHash, t.cacheVal = e.hash, v
+	hash, info := e.hash, e.Entry()
 	t.mu.Unlock()
-	return v, e.Entry, nil
+	if hash == "" {
+		return nil, 0, Entry{}, false, nil
+	}
+	v, off, ok, err := t.parts.Part(hash, sel.Path, sel.HasPath, sel.Slice, sel.HasSlice)
+	return v, off, info, ok, err
 }
 
 // Hashes returns every content-store hash the transcripts reference, for
@@ -209,8 +344,22 @@ func (t *Transcript) Hashes() map[string]bool {
 // Drop forgets a session's transcript.
 func (t *Transcript) Drop(session string) {
 	t.mu.Lock()
+	defer t.mu.Unlock()
+	log := t.sessions[session]
+	if log == nil {
+		return
+	}
 	delete(t.sessions, session)
-	t.mu.Unlock()
+	kept := t.order[:0]
+	for _, h := range t.order {
+		if h.session != session {
+			kept = append(kept, h)
+		} else if e := log.entries[h.n]; e != nil && e.v != nil && !e.moving {
+			t.inMemory -= int64(h.size)
+		}
+	}
+	clear(t.order[len(kept):])
+	t.order = kept
 }
 
 // ParseRef parses out:N, N or shoal://out/N into N.
@@ -232,6 +381,7 @@ var (
 	_ core.Provider        = (*Provider)(nil)
 	_ core.Provisioner     = (*Provider)(nil)
 	_ core.SessionObserver = (*Provider)(nil)
+	_ core.PartReader      = (*Provider)(nil)
 )
 
 // New returns the out provider; its transcript is created at Provision.
@@ -251,6 +401,12 @@ func (p *Provider) Provision(h *core.Host) error {
 		threshold = h.Config.SpillThreshold
 	}
 	p.T = NewTranscript(blobs, threshold)
+	if h.Config != nil && h.Config.TranscriptMemory > 0 {
+		p.T.SetMemory(h.Config.TranscriptMemory)
+	}
+	if r, err := core.Lookup[*spill.Reader](h, spill.Service); err == nil {
+		p.T.SetParts(r)
+	}
 	h.Provide(ServiceTranscript, p.T)
 	// Spilled values are held by the live transcript: the store's garbage
 	// collection must keep them however old they are.
@@ -293,6 +449,23 @@ func (p *Provider) Read(_ context.Context, c *core.Caller, u *uri.URI) (*core.Co
 		return nil, err
 	}
 	return &core.Content{Value: v, Ref: e.Ref, Marks: e.Marks}, nil
+}
+
+// ReadPart implements core.PartReader for values the transcript keeps in
+// the content store.
+func (p *Provider) ReadPart(_ context.Context, c *core.Caller, u *uri.URI, sel core.Selection) (*core.Content, int, bool, error) {
+	if len(u.Segments) != 1 {
+		return nil, 0, false, nil
+	}
+	n, err := ParseRef(u.Segments[0])
+	if err != nil {
+		return nil, 0, false, nil
+	}
+	v, off, e, ok, err := p.T.Part(c.Session, n, sel)
+	if err != nil || !ok {
+		return nil, 0, false, err
+	}
+	return &core.Content{Value: v, Ref: e.Ref, Marks: e.Marks}, off, true, nil
 }
 
 // SessionClosed implements core.SessionObserver.

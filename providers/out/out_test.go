@@ -107,3 +107,35 @@ func TestParseRef(t *testing.T) {
 		}
 	}
 }
+
+// TestTranscriptMemoryBound: past the bound the oldest values move to the
+// content store, and every value still reads back equal.
+func TestTranscriptMemoryBound(t *testing.T) {
+	blobs := &memBlobs{m: map[string][]byte{}}
+	tr := NewTranscript(blobs, 1<<20)
+	tr.SetMemory(200)
+	var vals []value.Value
+	for i := range 20 {
+		v := value.NewRecord(value.F("i", value.Int(i)), value.F("s", value.Str(strings.Repeat("y", i))))
+		vals = append(vals, v)
+		if _, err := tr.Add("a", v, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if tr.inMemory > 200 || len(tr.Hashes()) < 10 {
+		t.Fatalf("in memory %d bytes, %d values moved", tr.inMemory, len(tr.Hashes()))
+	}
+	for i, want := range vals {
+		v, e, err := tr.Get("a", i+1)
+		if err != nil || !value.Equal(v, want) {
+			t.Fatalf("out:%d: %v %v", i+1, v, err)
+		}
+		if i == 0 && e.ValRef == "" {
+			t.Errorf("the oldest value was not moved")
+		}
+	}
+	tr.Drop("a")
+	if tr.inMemory != 0 || len(tr.order) != 0 {
+		t.Errorf("after drop: %d bytes, %d queued", tr.inMemory, len(tr.order))
+	}
+}

@@ -30,6 +30,7 @@ import (
 	"github.com/shoal-sh/shoal/core/uri"
 	"github.com/shoal-sh/shoal/core/value"
 	"github.com/shoal-sh/shoal/providers/val/cas"
+	"github.com/shoal-sh/shoal/providers/val/spill"
 )
 
 // Garbage collection policy (docs/store.md).
@@ -55,6 +56,7 @@ type BlobReferrer interface {
 type Provider struct {
 	host    *core.Host
 	store   *cas.Store
+	parts   *spill.Reader
 	ceiling int64
 	log     *slog.Logger
 
@@ -71,6 +73,7 @@ var (
 	_ core.Provisioner    = (*Provider)(nil)
 	_ core.MethodProvider = (*Provider)(nil)
 	_ core.Closer         = (*Provider)(nil)
+	_ core.PartReader     = (*Provider)(nil)
 	_ core.Blobs          = (*cas.Store)(nil)
 )
 
@@ -92,6 +95,12 @@ func (p *Provider) Provision(h *core.Host) error {
 		p.ceiling = h.Config.RawCeiling
 	}
 	h.Provide(core.ServiceBlobs, store)
+	cache := int64(core.DefaultValueCache)
+	if h.Config != nil && h.Config.ValueCache > 0 {
+		cache = h.Config.ValueCache
+	}
+	p.parts = spill.NewReader(store, cache)
+	h.Provide(spill.Service, p.parts)
 	p.stop = make(chan struct{})
 	p.done = make(chan struct{})
 	go p.collectLoop()
@@ -172,14 +181,36 @@ func (p *Provider) List(ctx context.Context, c *core.Caller) ([]core.Resource, e
 	return nil, nil
 }
 
-// Read serves one blob.
-func (p *Provider) Read(ctx context.Context, c *core.Caller, u *uri.URI) (*core.Content, error) {
+func hashOf(u *uri.URI) (string, error) {
 	if len(u.Segments) != 1 {
-		return nil, rpc.Errorf(rpc.BadURI, "%s: a val URI has exactly one segment, the blob hash: shoal://val/<hex> or shoal://val/blake3:<hex>", u.Path())
+		return "", rpc.Errorf(rpc.BadURI, "%s: a val URI has exactly one segment, the blob hash: shoal://val/<hex> or shoal://val/blake3:<hex>", u.Path())
 	}
 	hash, err := cas.ParseRef(u.Segments[0])
 	if err != nil {
-		return nil, rpc.Errorf(rpc.BadURI, "%s: %s", u.Path(), rpc.AsError(err).Message)
+		return "", rpc.Errorf(rpc.BadURI, "%s: %s", u.Path(), rpc.AsError(err).Message)
+	}
+	return hash, nil
+}
+
+// ReadPart implements core.PartReader: a path or slice read of an
+// indexed value decodes only the parts it covers.
+func (p *Provider) ReadPart(ctx context.Context, c *core.Caller, u *uri.URI, sel core.Selection) (*core.Content, int, bool, error) {
+	hash, err := hashOf(u)
+	if err != nil {
+		return nil, 0, false, err
+	}
+	v, off, ok, err := p.parts.Part(hash, sel.Path, sel.HasPath, sel.Slice, sel.HasSlice)
+	if err != nil || !ok {
+		return nil, 0, false, err
+	}
+	return &core.Content{Value: v, Ref: cas.Ref(hash)}, off, true, nil
+}
+
+// Read serves one blob.
+func (p *Provider) Read(ctx context.Context, c *core.Caller, u *uri.URI) (*core.Content, error) {
+	hash, err := hashOf(u)
+	if err != nil {
+		return nil, err
 	}
 	data, err := p.store.Get(hash)
 	if err != nil {

@@ -327,14 +327,9 @@ func (s *Store) Get(hash string) ([]byte, error) {
 	if err := ValidHash(hash); err != nil {
 		return nil, err
 	}
-	f, pending, err := s.openBlob(hash)
+	f, pending, err := s.openFetching(hash)
 	if err != nil {
-		if err = s.fetchMissing(hash, err); err != nil {
-			return nil, err
-		}
-		if f, pending, err = s.openBlob(hash); err != nil {
-			return nil, s.readError(hash, err)
-		}
+		return nil, err
 	}
 	defer f.Close()
 	data, err := readAll(f)
@@ -386,6 +381,21 @@ func (s *Store) openBlob(hash string) (f *os.File, pending bool, err error) {
 	return f, false, err
 }
 
+// openFetching is openBlob that first fetches a missing blob from the
+// cluster's remote store, if there is one.
+func (s *Store) openFetching(hash string) (*os.File, bool, error) {
+	f, pending, err := s.openBlob(hash)
+	if err != nil {
+		if err = s.fetchMissing(hash, err); err != nil {
+			return nil, false, err
+		}
+		if f, pending, err = s.openBlob(hash); err != nil {
+			return nil, false, s.readError(hash, err)
+		}
+	}
+	return f, pending, nil
+}
+
 // mismatch is the CORRUPT error for a blob that failed its check, read
 // from f. Only a blob at its place is quarantined; a pending temp file is
 // left to the syncer (a later read from the place quarantines it).
@@ -404,14 +414,9 @@ func (s *Store) Open(hash string) (io.ReadCloser, int64, error) {
 	if err := ValidHash(hash); err != nil {
 		return nil, 0, err
 	}
-	f, pending, err := s.openBlob(hash)
+	f, pending, err := s.openFetching(hash)
 	if err != nil {
-		if err = s.fetchMissing(hash, err); err != nil {
-			return nil, 0, err
-		}
-		if f, pending, err = s.openBlob(hash); err != nil {
-			return nil, 0, s.readError(hash, err)
-		}
+		return nil, 0, err
 	}
 	st, err := f.Stat()
 	if err != nil {
@@ -498,6 +503,7 @@ func (s *Store) Delete(hash string) error {
 	if err := os.Remove(s.path(hash)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("delete blob %s: %w", hash, err)
 	}
+	s.dropIndex(hash)
 	return nil
 }
 

@@ -106,6 +106,7 @@ func (s *Store) removeIfOld(hash string, cutoff time.Time) (bool, int64, error) 
 	if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return false, 0, err
 	}
+	s.dropIndex(hash)
 	return true, fi.Size(), nil
 }
 

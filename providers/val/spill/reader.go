@@ -1,0 +1,266 @@
+package spill
+
+import (
+	"container/list"
+	"errors"
+	"io/fs"
+	"sync"
+
+	"github.com/zeebo/blake3"
+
+	"github.com/shoal-sh/shoal/core/rpc"
+	"github.com/shoal-sh/shoal/core/value"
+	"github.com/shoal-sh/shoal/providers/val/cas"
+)
+
+// Service names the *Reader the val provider offers to the others.
+const Service = "value-parts"
+
+// DefaultCache is the default bound of a Reader's decoded parts and
+// indexes (config value_cache).
+const DefaultCache = 64 << 20
+
+// Reader answers part reads of indexed values from one content store,
+// keeping recently decoded parts and indexes in an LRU bounded in bytes.
+// A decoded part is counted as twice its encoded size, an index as its
+// encoded size. Safe for concurrent use.
+type Reader struct {
+	store *cas.Store
+	max   int64
+
+	mu    sync.Mutex
+	used  int64
+	lru   *list.List // of *cached, most recent first
+	items map[cacheKey]*list.Element
+}
+
+type cacheKey struct {
+	hash string
+	part int // -1 for the index
+}
+
+type cached struct {
+	key   cacheKey
+	cost  int64
+	index *Index      // part -1: nil when the value has no index
+	v     value.Value // a part
+}
+
+// NewReader returns a reader of store's values with a cache bound of max
+// bytes (DefaultCache when ≤ 0).
+func NewReader(store *cas.Store, max int64) *Reader {
+	if max <= 0 {
+		max = DefaultCache
+	}
+	return &Reader{store: store, max: max, lru: list.New(), items: map[cacheKey]*list.Element{}}
+}
+
+// Store is the content store the reader reads.
+func (r *Reader) Store() *cas.Store { return r.store }
+
+// Put stores v's encoding in the content store, with its index when it
+// has one, and returns its hash and encoded size.
+func (r *Reader) Put(v value.Value) (hash string, size int64, err error) {
+	e, err := Encode(v, PartSize)
+	if err != nil {
+		return "", 0, err
+	}
+	return r.PutEncoded(e)
+}
+
+// PutEncoded stores an encoding made by Encode.
+func (r *Reader) PutEncoded(e *Encoded) (hash string, size int64, err error) {
+	if len(e.Pieces) == 1 {
+		hash, err = r.store.Put(e.Pieces[0])
+	} else {
+		hash, _, err = r.store.PutReader(e.Reader())
+	}
+	if err != nil {
+		return "", 0, err
+	}
+	if e.Index != nil {
+		b, err := e.Index.MarshalBinary()
+		if err == nil {
+			err = r.store.PutIndex(hash, b)
+		}
+		if err != nil {
+			return "", 0, err
+		}
+	}
+	return hash, e.Size, nil
+}
+
+func (r *Reader) get(k cacheKey) (*cached, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	el, ok := r.items[k]
+	if !ok {
+		return nil, false
+	}
+	r.lru.MoveToFront(el)
+	return el.Value.(*cached), true
+}
+
+func (r *Reader) put(c *cached) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.items[c.key]; ok || c.cost > r.max {
+		return
+	}
+	r.items[c.key] = r.lru.PushFront(c)
+	r.used += c.cost
+	for r.used > r.max {
+		old := r.lru.Back()
+		oc := old.Value.(*cached)
+		r.lru.Remove(old)
+		delete(r.items, oc.key)
+		r.used -= oc.cost
+	}
+}
+
+// Cached returns the bytes the cache holds and its bound.
+func (r *Reader) Cached() (used, max int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.used, r.max
+}
+
+// index returns the value's index, or nil when it has none (or a damaged
+// one, which is ignored: the whole-value path still reads the value).
+func (r *Reader) index(hash string) (*Index, error) {
+	k := cacheKey{hash, -1}
+	if c, ok := r.get(k); ok {
+		return c.index, nil
+	}
+	b, err := r.store.Index(hash)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	var ix *Index
+	if err == nil {
+		ix = new(Index)
+		if ix.UnmarshalBinary(b) != nil {
+			ix = nil
+		} else if size, err := r.store.Size(hash); err != nil || size != ix.Size {
+			ix = nil
+		}
+	}
+	r.put(&cached{key: k, cost: int64(len(b)) + 64, index: ix})
+	return ix, nil
+}
+
+// part returns part k of an indexed value, decoded.
+func (r *Reader) part(hash string, ix *Index, k int) (value.Value, error) {
+	key := cacheKey{hash, k}
+	if c, ok := r.get(key); ok {
+		return c.v, nil
+	}
+	p := ix.Parts[k]
+	b, err := r.store.ReadRange(hash, p.Off, p.Len)
+	if err != nil {
+		return nil, err
+	}
+	if blake3.Sum256(b) != p.Sum {
+		return nil, rpc.Errorf(rpc.Corrupt, "value %s: part %d (bytes %d+%d) fails its blake3 check; it will not be served", hash, k, p.Off, p.Len)
+	}
+	v, err := ix.decodePart(b)
+	if err != nil {
+		return nil, rpc.Errorf(rpc.Corrupt, "value %s: part %d does not decode: %v", hash, k, err)
+	}
+	r.put(&cached{key: key, cost: 2 * int64(p.Len), v: v})
+	return v, nil
+}
+
+// maxSpan bounds the encoded bytes one slice read assembles from parts;
+// a wider slice reads the whole value (its answer is elided to a budget
+// anyway).
+const maxSpan = 16 << 20
+
+// Part answers a read of the value stored under hash that selects with
+// path, or with sl, from the parts it covers. ok is false when the value
+// has no index or the selection is not one parts answer alone: a path
+// whose first step is not an index, both a path and a slice, a slice
+// spanning more than 16 MiB, or an index or path out of range (whose
+// exact error the whole-value path gives). offset is what
+// value.ApplySliceAt reports for the slice.
+func (r *Reader) Part(hash string, path value.Path, hasPath bool, sl value.Slice, hasSlice bool) (v value.Value, offset int, ok bool, err error) {
+	if hasPath == hasSlice {
+		return nil, 0, false, nil
+	}
+	ix, err := r.index(hash)
+	if err != nil || ix == nil {
+		return nil, 0, false, err
+	}
+	if hasPath {
+		i, isIndex := path.FirstIndex()
+		if !isIndex || ix.Kind == KindStr {
+			return nil, 0, false, nil
+		}
+		if i < 0 {
+			i += ix.Count
+		}
+		if i < 0 || i >= ix.Count {
+			return nil, 0, false, nil
+		}
+		k := ix.partOf(i)
+		pv, err := r.part(hash, ix, k)
+		if err != nil {
+			return nil, 0, false, err
+		}
+		v, err := path.WithFirstIndex(i - ix.Parts[k].First).Eval(pv)
+		if err != nil {
+			return nil, 0, false, nil
+		}
+		return v, 0, true, nil
+	}
+	// A slice the whole value would refuse is refused the same way.
+	if _, _, err := value.ApplySliceAt(value.List{}, sl); err != nil {
+		return nil, 0, false, err
+	}
+	a, b := sl.Bounds(ix.Count)
+	offset = a
+	if ix.Kind == KindStr && !sl.FromEnd() {
+		offset = sl.Start
+	}
+	first, last := ix.partOf(a), ix.partOf(max(a, b-1))
+	span := 0
+	for k := first; k <= last; k++ {
+		span += ix.Parts[k].Len
+	}
+	if span > maxSpan {
+		return nil, 0, false, nil
+	}
+	var items value.List
+	var rows [][]value.Value
+	var str []byte
+	for k := first; k <= last && a < b; k++ {
+		pv, err := r.part(hash, ix, k)
+		if err != nil {
+			return nil, 0, false, err
+		}
+		lo, hi := max(a, ix.Parts[k].First)-ix.Parts[k].First, min(b, ix.end(k))-ix.Parts[k].First
+		switch x := pv.(type) {
+		case value.List:
+			items = append(items, x[lo:hi]...)
+		case *value.Table:
+			rows = append(rows, x.Rows[lo:hi]...)
+		case value.Str:
+			i, j := value.StrRange(string(x), value.Slice{Start: lo, End: hi})
+			str = append(str, x[i:j]...)
+		}
+	}
+	switch ix.Kind {
+	case KindList:
+		if items == nil {
+			items = value.List{}
+		}
+		return items, offset, true, nil
+	case KindTable:
+		if rows == nil {
+			rows = [][]value.Value{}
+		}
+		return &value.Table{Cols: ix.Cols, Rows: rows}, offset, true, nil
+	default:
+		return value.Str(str), offset, true, nil
+	}
+}

@@ -1,0 +1,303 @@
+// Package spill stores large values in the content store so that reading
+// a part of one decodes only that part.
+//
+// A spilled value's blob is its typed-JSON encoding, exactly what
+// value.Marshal gives (so its val:blake3 ref does not depend on how it was
+// stored). Beside a list, table or string whose encoding spans more than
+// one part of [PartSize] bytes, the store keeps an index (cas
+// [cas.Store.PutIndex]): for each part, the first item, row or character
+// it holds, where it lies in the blob, and its blake3 hash. A path read
+// whose first step is an index ([5000000].name, .rows[-1] on a table),
+// and a slice read, load and check only the parts they cover, through an
+// LRU of decoded parts bounded in bytes (config value_cache). Anything
+// else (a field step, grep, a whole-value read) decodes the value as
+// before.
+package spill
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"unicode/utf8"
+
+	"github.com/zeebo/blake3"
+
+	"github.com/shoal-sh/shoal/core/value"
+)
+
+// PartSize is the encoded size a part aims at: small enough that a cold
+// read of one row costs about 5× a warm one (decoding 16 KiB of typed
+// JSON), large enough that the index stays a fraction of a percent of
+// the value (52 bytes a part).
+const PartSize = 16 << 10
+
+// Kinds of indexed values.
+const (
+	KindList  = 'l'
+	KindTable = 't'
+	KindStr   = 's'
+)
+
+// Index says where the parts of one value's encoding lie.
+type Index struct {
+	Kind  byte
+	Count int      // items, rows, or characters (Unicode scalar values)
+	Cols  []string // a table's columns
+	Size  int64    // bytes of the whole encoding
+	Parts []Part
+}
+
+// Part is one part of an indexed value.
+type Part struct {
+	First int   // its first item, row or character
+	Off   int64 // where its bytes start in the blob
+	Len   int   // how many bytes
+	Sum   [32]byte
+}
+
+// Encoded is a value's encoding in pieces, to be written one after the
+// other (Reader, Bytes), with its index when it has one.
+type Encoded struct {
+	Pieces [][]byte
+	Size   int64
+	Index  *Index // nil for a value read whole
+}
+
+// Reader streams the encoding.
+func (e *Encoded) Reader() io.Reader {
+	rs := make([]io.Reader, len(e.Pieces))
+	for i, p := range e.Pieces {
+		rs[i] = bytes.NewReader(p)
+	}
+	return io.MultiReader(rs...)
+}
+
+// Bytes returns the encoding in one slice (without a copy when it is one
+// piece).
+func (e *Encoded) Bytes() []byte {
+	if len(e.Pieces) == 1 {
+		return e.Pieces[0]
+	}
+	return slices.Concat(e.Pieces...)
+}
+
+// Encode returns value.Marshal(v) in pieces, with an index when v is a
+// list, table or valid UTF-8 string whose encoding spans more than one
+// part of partSize bytes (PartSize when ≤ 0).
+func Encode(v value.Value, partSize int) (*Encoded, error) {
+	if partSize <= 0 {
+		partSize = PartSize
+	}
+	var e *Encoded
+	var err error
+	switch x := v.(type) {
+	case value.List:
+		e, err = encodeRows(KindList, nil, len(x), partSize, func(a, b int) value.Value { return x[a:b:b] })
+	case *value.Table:
+		e, err = encodeRows(KindTable, x.Cols, len(x.Rows), partSize, func(a, b int) value.Value {
+			return &value.Table{Cols: x.Cols, Rows: x.Rows[a:b:b]}
+		})
+	case value.Str:
+		if utf8.ValidString(string(x)) {
+			e = encodeStr(string(x), partSize)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	if e == nil || len(e.Index.Parts) < 2 {
+		enc, err := value.Marshal(v)
+		if err != nil {
+			return nil, err
+		}
+		return &Encoded{Pieces: [][]byte{enc}, Size: int64(len(enc))}, nil
+	}
+	return e, nil
+}
+
+// encodeRows encodes a list or table in groups of items whose encoding is
+// about partSize bytes: each group is encoded as a list or table of its
+// own (value.Marshal, so the bytes are Marshal's), and its members, cut
+// out of that, are one part.
+func encodeRows(kind byte, cols []string, n, partSize int, group func(a, b int) value.Value) (*Encoded, error) {
+	empty, err := value.Marshal(group(0, 0))
+	if err != nil {
+		return nil, err
+	}
+	head, tail := empty[:len(empty)-2], empty[len(empty)-2:] // ... [   and   ]}
+	e := &Encoded{Pieces: [][]byte{head}, Size: int64(len(head)), Index: &Index{Kind: kind, Count: n, Cols: cols}}
+	k := 64
+	for a := 0; a < n; {
+		b := min(n, a+k)
+		enc, err := value.Marshal(group(a, b))
+		if err != nil {
+			return nil, err
+		}
+		part := enc[len(head) : len(enc)-len(tail)]
+		if a > 0 {
+			e.Pieces = append(e.Pieces, comma)
+			e.Size++
+		}
+		e.Index.Parts = append(e.Index.Parts, Part{First: a, Off: e.Size, Len: len(part), Sum: blake3.Sum256(part)})
+		e.Pieces = append(e.Pieces, part)
+		e.Size += int64(len(part))
+		// Aim the next group at partSize from what this one weighed.
+		k = min(max(1, int(int64(b-a)*int64(partSize)/int64(max(len(part), 1)))), 1<<20)
+		a = b
+	}
+	e.Pieces = append(e.Pieces, tail)
+	e.Size += int64(len(tail))
+	e.Index.Size = e.Size
+	return e, nil
+}
+
+var comma = []byte{','}
+
+// encodeStr encodes a valid UTF-8 string in parts of about partSize
+// bytes cut on character boundaries; escaping is per character, so the
+// quoted parts joined are the quoted whole.
+func encodeStr(s string, partSize int) *Encoded {
+	head, tail := []byte(`{"$":"str","v":"`), []byte(`"}`)
+	e := &Encoded{Pieces: [][]byte{head}, Size: int64(len(head)), Index: &Index{Kind: KindStr}}
+	chars := 0
+	for i := 0; i < len(s); {
+		j := min(len(s), i+partSize)
+		for j < len(s) && !utf8.RuneStart(s[j]) {
+			j++
+		}
+		piece := s[i:j]
+		q := value.AppendQuoted(make([]byte, 0, len(piece)+len(piece)/8+2), piece)
+		part := q[1 : len(q)-1]
+		e.Index.Parts = append(e.Index.Parts, Part{First: chars, Off: e.Size, Len: len(part), Sum: blake3.Sum256(part)})
+		e.Pieces = append(e.Pieces, part)
+		e.Size += int64(len(part))
+		chars += utf8.RuneCountInString(piece)
+		i = j
+	}
+	e.Index.Count = chars
+	e.Pieces = append(e.Pieces, tail)
+	e.Size += int64(len(tail))
+	e.Index.Size = e.Size
+	return e
+}
+
+// decodePart turns a part's bytes into the list, table or string they
+// hold.
+func (ix *Index) decodePart(b []byte) (value.Value, error) {
+	var doc []byte
+	switch ix.Kind {
+	case KindList:
+		doc = slices.Concat([]byte(`{"$":"list","v":[`), b, []byte("]}"))
+	case KindTable:
+		cols, _ := json.Marshal(ix.Cols)
+		doc = slices.Concat([]byte(`{"$":"table","cols":`), cols, []byte(`,"rows":[`), b, []byte("]}"))
+	case KindStr:
+		doc = slices.Concat([]byte(`{"$":"str","v":"`), b, []byte(`"}`))
+	default:
+		return nil, fmt.Errorf("index of unknown kind %q", ix.Kind)
+	}
+	return value.Unmarshal(doc)
+}
+
+// The index file: magic, kind, count, size, columns as JSON, then one
+// fixed-size record per part (first, offset, length, blake3).
+var magic = []byte("shoal-index-1\n")
+
+const partRecord = 8 + 8 + 4 + 32
+
+// MarshalBinary encodes the index for the content store.
+func (ix *Index) MarshalBinary() ([]byte, error) {
+	cols, err := json.Marshal(ix.Cols)
+	if err != nil {
+		return nil, err
+	}
+	b := make([]byte, 0, len(magic)+1+8+8+4+len(cols)+4+len(ix.Parts)*partRecord)
+	b = append(b, magic...)
+	b = append(b, ix.Kind)
+	b = binary.LittleEndian.AppendUint64(b, uint64(ix.Count))
+	b = binary.LittleEndian.AppendUint64(b, uint64(ix.Size))
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(cols)))
+	b = append(b, cols...)
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(ix.Parts)))
+	for _, p := range ix.Parts {
+		b = binary.LittleEndian.AppendUint64(b, uint64(p.First))
+		b = binary.LittleEndian.AppendUint64(b, uint64(p.Off))
+		b = binary.LittleEndian.AppendUint32(b, uint32(p.Len))
+		b = append(b, p.Sum[:]...)
+	}
+	return b, nil
+}
+
+var errBadIndex = errors.New("malformed value index")
+
+// UnmarshalBinary decodes an index and checks that it describes a blob
+// of size bytes: parts in order, inside it, not overlapping.
+func (ix *Index) UnmarshalBinary(b []byte) error {
+	if !bytes.HasPrefix(b, magic) {
+		return errBadIndex
+	}
+	b = b[len(magic):]
+	if len(b) < 1+8+8+4 {
+		return errBadIndex
+	}
+	ix.Kind = b[0]
+	ix.Count = int(binary.LittleEndian.Uint64(b[1:]))
+	ix.Size = int64(binary.LittleEndian.Uint64(b[9:]))
+	nc := int(binary.LittleEndian.Uint32(b[17:]))
+	b = b[21:]
+	if nc > len(b) || json.Unmarshal(b[:nc], &ix.Cols) != nil {
+		return errBadIndex
+	}
+	b = b[nc:]
+	if len(b) < 4 {
+		return errBadIndex
+	}
+	np := int(binary.LittleEndian.Uint32(b))
+	b = b[4:]
+	if len(b) != np*partRecord || np == 0 || ix.Count < 0 || ix.Size < 0 {
+		return errBadIndex
+	}
+	ix.Parts = make([]Part, np)
+	var end int64
+	for i := range ix.Parts {
+		r := b[i*partRecord:]
+		p := Part{
+			First: int(binary.LittleEndian.Uint64(r)),
+			Off:   int64(binary.LittleEndian.Uint64(r[8:])),
+			Len:   int(binary.LittleEndian.Uint32(r[16:])),
+		}
+		copy(p.Sum[:], r[20:52])
+		if p.Off < end || p.Off+int64(p.Len) > ix.Size || p.First < 0 || p.First > ix.Count || (i > 0 && p.First <= ix.Parts[i-1].First) {
+			return errBadIndex
+		}
+		end = p.Off + int64(p.Len)
+		ix.Parts[i] = p
+	}
+	switch ix.Kind {
+	case KindList, KindTable, KindStr:
+	default:
+		return errBadIndex
+	}
+	return nil
+}
+
+// partOf returns the part holding item (row, character) i.
+func (ix *Index) partOf(i int) int {
+	k, _ := slices.BinarySearchFunc(ix.Parts, i, func(p Part, i int) int { return p.First - i })
+	if k == len(ix.Parts) || ix.Parts[k].First > i {
+		k--
+	}
+	return k
+}
+
+// end returns the item after part k's last.
+func (ix *Index) end(k int) int {
+	if k+1 < len(ix.Parts) {
+		return ix.Parts[k+1].First
+	}
+	return ix.Count
+}

@@ -1,0 +1,190 @@
+package spill
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/shoal-sh/shoal/core/rpc"
+	"github.com/shoal-sh/shoal/core/value"
+	"github.com/shoal-sh/shoal/providers/val/cas"
+)
+
+func testStore(t testing.TB) *cas.Store {
+	t.Helper()
+	s, err := cas.OpenWith(t.TempDir(), cas.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func testValues() map[string]value.Value {
+	rows := make([][]value.Value, 3000)
+	items := make(value.List, 2500)
+	for i := range rows {
+		rows[i] = []value.Value{value.Int(i), value.Str(fmt.Sprintf("name \"%d\"\n", i)), value.Float(float64(i) / 3)}
+	}
+	rows[7] = rows[7][:1] // a short row encodes its missing cells as null
+	for i := range items {
+		items[i] = value.NewRecord(value.F("i", value.Int(i)), value.F("tag", value.Str("é✓")))
+	}
+	var sb strings.Builder
+	for i := range 4000 {
+		fmt.Fprintf(&sb, "line %d: ünïcødé \"quoted\" \\ tab\t✓ 𝄞\n", i)
+	}
+	return map[string]value.Value{
+		"table": &value.Table{Cols: []string{"id", "name", "score"}, Rows: rows},
+		"list":  items,
+		"str":   value.Str(sb.String()),
+	}
+}
+
+// TestEncodeIsMarshal: the pieces are Marshal's bytes, and each part's
+// bytes sit where its index says.
+func TestEncodeIsMarshal(t *testing.T) {
+	for name, v := range testValues() {
+		e, err := Encode(v, 4096)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := value.Marshal(v)
+		got := e.Bytes()
+		if !bytes.Equal(got, want) || e.Size != int64(len(want)) {
+			t.Fatalf("%s: encoding differs from Marshal (%d vs %d bytes)", name, len(got), len(want))
+		}
+		if e.Index == nil || len(e.Index.Parts) < 10 {
+			t.Fatalf("%s: no useful index", name)
+		}
+		b, _ := e.Index.MarshalBinary()
+		var ix Index
+		if err := ix.UnmarshalBinary(b); err != nil {
+			t.Fatal(err)
+		}
+		for k, p := range ix.Parts {
+			pv, err := ix.decodePart(got[p.Off : p.Off+int64(p.Len)])
+			if err != nil {
+				t.Fatalf("%s part %d: %v", name, k, err)
+			}
+			want, _, _ := value.ApplySliceAt(v, value.Slice{Start: p.First, End: ix.end(k)})
+			if !value.Equal(pv, want) {
+				t.Fatalf("%s part %d differs", name, k)
+			}
+		}
+	}
+	small, _ := Encode(value.List{value.Int(1)}, 0)
+	if small.Index != nil || len(small.Pieces) != 1 {
+		t.Fatal("a small value got an index")
+	}
+}
+
+// TestPartReads: path and slice reads from parts equal the same reads of
+// the whole value; the cache stays within its bound.
+func TestPartReads(t *testing.T) {
+	s := testStore(t)
+	r := NewReader(s, 64<<10)
+	rnd := rand.New(rand.NewPCG(1, 2))
+	for name, v := range testValues() {
+		e, err := Encode(v, 4096)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hash, _, err := r.PutEncoded(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := e.Index.Count
+		for range 300 {
+			a, b := rnd.IntN(n+20)-10, rnd.IntN(n+20)-10
+			sl := value.Slice{Start: a, End: b}
+			if rnd.IntN(4) == 0 {
+				sl.End = value.OpenEnd
+			}
+			want, wantOff, wantErr := value.ApplySliceAt(v, sl)
+			got, off, ok, err := r.Part(hash, value.Path{}, false, sl, true)
+			if wantErr != nil {
+				if err == nil || rpc.AsError(err).Message != rpc.AsError(wantErr).Message {
+					t.Fatalf("%s slice %v: error %v, want %v", name, sl, err, wantErr)
+				}
+				continue
+			}
+			if err != nil || !ok || off != wantOff || !value.Equal(got, want) {
+				t.Fatalf("%s slice %v: ok %v off %d (want %d) err %v equal %v", name, sl, ok, off, wantOff, err, value.Equal(got, want))
+			}
+			if name == "str" {
+				continue
+			}
+			i := rnd.IntN(2*n) - n
+			src := fmt.Sprintf("[%d]", i)
+			if name == "table" && rnd.IntN(2) == 0 {
+				src += ".name"
+			}
+			if name == "list" {
+				src += ".tag"
+			}
+			p, err := value.ParsePath(src)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantV, err := p.Eval(v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			gotV, _, ok, err := r.Part(hash, p, true, value.Slice{}, false)
+			if err != nil || !ok || !value.Equal(gotV, wantV) {
+				t.Fatalf("%s path %s: ok %v err %v", name, src, ok, err)
+			}
+		}
+		// Out of range and field-first paths are left to the whole value.
+		for _, src := range []string{fmt.Sprintf("[%d]", n), ".name"} {
+			p, _ := value.ParsePath(src)
+			if _, _, ok, err := r.Part(hash, p, true, value.Slice{}, false); ok || err != nil {
+				t.Fatalf("%s path %s answered from parts (err %v)", name, src, err)
+			}
+		}
+		if used, max := r.Cached(); used > max {
+			t.Fatalf("cache holds %d bytes, bound %d", used, max)
+		}
+	}
+}
+
+// TestPartCorrupt: a damaged part is CORRUPT, never served; a damaged
+// index is ignored (the whole-value path reads the value).
+func TestPartCorrupt(t *testing.T) {
+	s := testStore(t)
+	v := testValues()["table"]
+	e, _ := Encode(v, 4096)
+	hash, _, err := NewReader(s, 0).PutEncoded(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	p := e.Index.Parts[3]
+	blob := filepath.Join(s.Dir(), hash[:2], hash[2:4], hash)
+	f, err := os.OpenFile(blob, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := make([]byte, 1)
+	f.ReadAt(b, p.Off+int64(p.Len/2))
+	b[0] ^= 1
+	f.WriteAt(b, p.Off+int64(p.Len/2))
+	f.Close()
+	path, _ := value.ParsePath(fmt.Sprintf("[%d]", p.First))
+	if _, _, _, err := NewReader(s, 0).Part(hash, path, true, value.Slice{}, false); err == nil || rpc.AsError(err).Code != rpc.Corrupt {
+		t.Fatalf("damaged part: %v", err)
+	}
+	if err := s.PutIndex(hash, []byte("shoal-index-1\nnonsense")); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, ok, err := NewReader(s, 0).Part(hash, path, true, value.Slice{}, false); ok || err != nil {
+		t.Fatalf("damaged index used: ok %v err %v", ok, err)
+	}
+}
