@@ -31,7 +31,7 @@ var bashdiffRun = flag.String("bashdiff.run", "", "run only corpus snippets whos
 
 const (
 	bashPath    = "/bin/bash"
-	minPassRate = 0.92
+	minPassRate = 0.93
 	minSnippets = 300
 )
 

@@ -38,9 +38,89 @@ func bashCalls(h interp.CallHandlerFunc) interp.CallHandlerFunc {
 			return shiftCall(args), nil
 		case "read":
 			return readCall(hc, args), nil
+		case "test", "[":
+			return append([]string{testBuiltin}, args...), nil
+		case "trap":
+			return trapCall(args), nil
+		case "shopt":
+			return shoptCall(args), nil
 		}
 		return args, nil
 	}
+}
+
+// trapCall keeps the conditions the interpreter traps (EXIT, ERR) and
+// drops signal names, which it refuses with a message, leaving the whole
+// trap unset. A run receives no signals but its cancellation, so a signal
+// trap would never fire anyway; `trap cleanup EXIT INT TERM` sets the
+// EXIT trap as in bash.
+func trapCall(args []string) []string {
+	if len(args) < 3 || strings.HasPrefix(args[1], "-") && args[1] != "-" {
+		return args
+	}
+	out := args[:2:2]
+	for _, sig := range args[2:] {
+		switch strings.TrimPrefix(strings.ToUpper(sig), "SIG") {
+		case "EXIT", "0", "ERR":
+			out = append(out, sig)
+		}
+	}
+	if len(out) == 2 {
+		return []string{"true"}
+	}
+	return out
+}
+
+// shoptCall answers shopt -q from what the interpreter's shopt prints.
+func shoptCall(args []string) []string {
+	if len(args) < 3 || args[1] != "-q" {
+		return args
+	}
+	var conds []string
+	for _, name := range args[2:] {
+		conds = append(conds, "[[ \"$(shopt "+singleQuote(name)+" 2>/dev/null)\" == *$'\\ton'* ]]")
+	}
+	return []string{"eval", strings.Join(conds, " && ")}
+}
+
+// declareFuncs rewrites `declare -F NAME…` with literal names, which the
+// interpreter's declare refuses, into the check bash makes: each name that
+// is a function is printed, and the status is 1 when the last is not.
+// Declarations never reach the call handler, so this is done on the tree.
+func declareFuncs(st *syntax.Stmt) {
+	d, ok := st.Cmd.(*syntax.DeclClause)
+	if !ok || d.Variant.Value != "declare" && d.Variant.Value != "typeset" || len(d.Args) < 2 {
+		return
+	}
+	var names []string
+	for i, as := range d.Args {
+		lit := ""
+		switch {
+		case !as.Naked || as.Index != nil:
+			return
+		case as.Name != nil && as.Value == nil:
+			lit = as.Name.Value
+		case as.Name == nil && as.Value != nil:
+			lit = as.Value.Lit()
+		}
+		switch {
+		case lit == "", i == 0 && lit != "-F":
+			return
+		case i > 0:
+			names = append(names, lit)
+		}
+	}
+	var checks []string
+	for _, name := range names {
+		q := singleQuote(name)
+		checks = append(checks, "if [[ \"$(type -t "+q+")\" == function ]]; then echo "+q+"; else false; fi")
+	}
+	pos := d.Pos()
+	word := func(part syntax.WordPart) *syntax.Word { return &syntax.Word{Parts: []syntax.WordPart{part}} }
+	st.Cmd = &syntax.CallExpr{Args: []*syntax.Word{
+		word(&syntax.Lit{ValuePos: pos, ValueEnd: pos, Value: "eval"}),
+		word(&syntax.SglQuoted{Left: pos, Right: pos, Value: strings.Join(checks, "; ")}),
+	}}
 }
 
 // failBuiltin is the name of a call that only reports an error the way
@@ -247,7 +327,7 @@ func singleQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
-// splitFuncBodies corrects how the parser reads a function definition
+// splitFuncBodies (with declareFuncs) corrects how the parser reads a function definition
 // followed by && or ||: `f() { a; } && b` is a definition and then b in
 // bash, but the parser takes the whole list as the body of f, so nothing
 // runs. The leftmost command of such a list (the real body, a compound
@@ -259,6 +339,7 @@ func splitFuncBodies(f *syntax.File) {
 		if !ok {
 			return true
 		}
+		declareFuncs(st)
 		fd, ok := st.Cmd.(*syntax.FuncDecl)
 		if !ok || fd.Body == nil {
 			return true
