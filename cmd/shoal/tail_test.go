@@ -112,3 +112,21 @@ func TestCLIHint(t *testing.T) {
 		}
 	}
 }
+
+func TestHumanDuration(t *testing.T) {
+	for _, tc := range []struct {
+		d    time.Duration
+		want string
+	}{
+		{400 * time.Millisecond, "0s"},
+		{45*time.Second + 600*time.Millisecond, "46s"},
+		{3*time.Minute + 12*time.Second, "3m12s"},
+		{2*time.Hour + 5*time.Minute + 40*time.Second, "2h6m"},
+		{3396479 * time.Millisecond, "56m36s"},
+		{39*24*time.Hour + 7*time.Hour + 5*time.Minute, "39d7h"},
+	} {
+		if got := humanDuration(tc.d); got != tc.want {
+			t.Errorf("humanDuration(%v) = %q; want %q", tc.d, got, tc.want)
+		}
+	}
+}
