@@ -17,6 +17,7 @@ import (
 	"github.com/shoal-sh/shoal/core/bus"
 	"github.com/shoal-sh/shoal/core/policy"
 	"github.com/shoal-sh/shoal/core/rpc"
+	"github.com/shoal-sh/shoal/providers/journal"
 	"github.com/shoal-sh/shoal/providers/plan/analyze"
 )
 
@@ -317,7 +318,7 @@ func (p *Provider) announce(rec Record, event, by, reason string) {
 		"session":   rec.Session,
 		"principal": rec.Principal,
 		"by":        by,
-		"reason":    reason,
+		"reason":    journal.Redact(reason),
 		"verdict":   rec.Verdict,
 		"approval":  rec.Approval,
 		"effects":   rec.Effects,

@@ -27,6 +27,7 @@ import (
 	"github.com/shoal-sh/shoal/core/policy"
 	"github.com/shoal-sh/shoal/core/rpc"
 	"github.com/shoal-sh/shoal/core/uri"
+	"github.com/shoal-sh/shoal/providers/journal"
 	"github.com/shoal-sh/shoal/providers/plan/analyze"
 )
 
@@ -279,6 +280,9 @@ func (p *Provider) get(c *core.Caller, ref string) (Record, error) {
 // view returns the record with its Next hint; e.mu must be held.
 func (e *entry) view() Record {
 	r := e.rec
+	// What is shown and published has its credentials redacted; the
+	// entry keeps the source as written, which is what apply runs.
+	r.Source, r.DecisionReason = journal.Redact(r.Source), journal.Redact(r.DecisionReason)
 	ref := r.Ref
 	switch {
 	case r.Applied:

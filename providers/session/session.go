@@ -27,6 +27,7 @@ import (
 	"github.com/shoal-sh/shoal/core/rpc"
 	"github.com/shoal-sh/shoal/core/uri"
 	"github.com/shoal-sh/shoal/core/value"
+	"github.com/shoal-sh/shoal/providers/journal"
 	"github.com/shoal-sh/shoal/providers/out"
 	"github.com/shoal-sh/shoal/providers/session/shell"
 	"github.com/shoal-sh/shoal/providers/task"
@@ -601,7 +602,8 @@ func (p *Provider) finish(ctx context.Context, c *core.Caller, s *sess, req core
 	if !ok {
 		state = "failed"
 	}
-	row := core.JournalRow{Session: c.Session, Principal: c.Principal, Kind: req.Kind, Head: head, Source: req.Source,
+	secrets := secretValues(s.ev.Env())
+	row := core.JournalRow{Session: c.Session, Principal: c.Principal, Kind: req.Kind, Head: head, Source: scrub(req.Source, secrets),
 		Effects: kinds, OK: ok, Exit: exit, Ref: e.Ref, DurationNS: res.Duration.Nanoseconds(), Transcript: true}
 	// The reply waits for the row's durable commit (and, when the value
 	// spilled to the content store, for the blob's). Meanwhile another
@@ -610,9 +612,12 @@ func (p *Provider) finish(ctx context.Context, c *core.Caller, s *sess, req core
 	prev := make(chan built, 1)
 	go func() {
 		raw, text := p.preview(v, res.Marks)
-		if secrets := secretValues(s.ev.Env()); len(secrets) > 0 {
+		if len(secrets) > 0 {
 			raw, text = scrubJSON(raw, secrets), scrub(text, secrets)
 		}
+		// Credential shapes too: the preview is shown and published (the
+		// render event); the value itself stays readable through its ref.
+		raw, text = journal.RedactJSON(raw), journal.Redact(text)
 		b := built{reply: &core.ExecReply{Ref: e.Ref, URI: e.URI, OK: &ok, Exit: &exit, State: state, DurationNS: res.Duration.Nanoseconds(),
 			Effects: kinds, Preview: raw, PreviewText: text, ValRef: e.ValRef, Marks: res.Marks}}
 		b.encoded, _ = rpc.Marshal(b.reply) // nil on failure: the connection encodes the reply itself

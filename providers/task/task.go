@@ -20,6 +20,7 @@ import (
 	"github.com/shoal-sh/shoal/core/bus"
 	"github.com/shoal-sh/shoal/core/rpc"
 	"github.com/shoal-sh/shoal/core/uri"
+	"github.com/shoal-sh/shoal/providers/journal"
 )
 
 // ServiceTasks names the *Registry service.
@@ -126,6 +127,9 @@ func (r *Registry) Begin(session, principal, source string, cancel context.Cance
 // and task.{id} carries its sizes at most once per [sizeEvery].
 func (r *Registry) BeginWithOutput(session, principal, source string, cancel context.CancelFunc, started time.Time, out Output) *Task {
 	now := time.Now().UnixNano()
+	// The record is shown and published, never run: credentials in the
+	// source are redacted, as in the journal.
+	source = journal.Redact(source)
 	r.mu.Lock()
 	id := r.next
 	r.next++
