@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 
 	"mvdan.cc/sh/v3/syntax"
 
@@ -166,16 +167,19 @@ var systemDirs = []string{"/bin", "/sbin", "/usr/bin", "/usr/sbin", "/usr/local/
 // directories are not writable.)
 func systemDir(dir string) bool {
 	dir = path.Clean(dir)
-	if slices.Contains(systemDirs, dir) || strings.HasPrefix(dir, "/nix/store/") {
-		return true
-	}
+	return slices.Contains(systemDirs, dir) || strings.HasPrefix(dir, "/nix/store/") || kernelPath()[dir]
+}
+
+// kernelPath is the set of absolute directories on the kernel's PATH.
+var kernelPath = sync.OnceValue(func() map[string]bool {
+	dirs := map[string]bool{}
 	for _, d := range filepath.SplitList(os.Getenv("PATH")) {
-		if filepath.IsAbs(d) && path.Clean(d) == dir {
-			return true
+		if filepath.IsAbs(d) {
+			dirs[path.Clean(d)] = true
 		}
 	}
-	return false
-}
+	return dirs
+})
 
 // shadowed reports why a command name the analyzer models may run
 // something else: `hash -p`, a PATH the source changed or one with a
@@ -191,22 +195,39 @@ func (w *walker) shadowed(s *scope, name string) (string, bool) {
 	if !known {
 		return "PATH is assigned a value known only at run time: which " + name + " runs is not known", true
 	}
+	key := name + "\x00" + pathVal
+	if s.pathSet {
+		key += "\x00set"
+	}
+	if r, seen := w.shadows[key]; seen {
+		return r, r != ""
+	}
+	r := w.shadowedOn(s, name, pathVal)
+	if w.shadows == nil {
+		w.shadows = map[string]string{}
+	}
+	w.shadows[key] = r
+	return r, r != ""
+}
+
+// shadowedOn is shadowed for a known PATH; "" when name is the system's.
+func (w *walker) shadowedOn(s *scope, name, pathVal string) string {
 	for _, dir := range filepath.SplitList(pathVal) {
 		if dir == "" || !filepath.IsAbs(dir) {
-			return "PATH holds a relative entry (" + strconvQuote(dir) + "): " + name + " may be a program in the working directory", true
+			return "PATH holds a relative entry (" + strconvQuote(dir) + "): " + name + " may be a program in the working directory"
 		}
 		sys := systemDir(dir)
 		if w.isExec(filepath.Join(dir, name)) {
 			if sys {
-				return "", false
+				return ""
 			}
-			return name + " on PATH is " + filepath.Join(dir, name) + ", not the system's: what it does is not known", true
+			return name + " on PATH is " + filepath.Join(dir, name) + ", not the system's: what it does is not known"
 		}
 		if !sys && s.pathSet {
-			return "PATH was changed to search " + dir + " first: " + name + " may be a program put there", true
+			return "PATH was changed to search " + dir + " first: " + name + " may be a program put there"
 		}
 	}
-	return "", false
+	return ""
 }
 
 func strconvQuote(s string) string { return `"` + s + `"` }

@@ -57,6 +57,8 @@ type walker struct {
 	cdable bool
 	// hashed are command names `hash -p` pointed at another file.
 	hashed map[string]bool
+	// shadows caches shadowed by name and PATH.
+	shadows map[string]string
 	// light: the walker models one command line as it runs (see Line):
 	// what ran is resolved already, and nothing is read from the disk
 	// but what decides a target.
