@@ -23,6 +23,9 @@ func bashCalls(h interp.CallHandlerFunc) interp.CallHandlerFunc {
 			return args, err
 		}
 		hc := interp.HandlerCtx(ctx)
+		if definesFunc(ctx, args[0]) {
+			return args, nil // the script's own printf or test runs
+		}
 		switch args[0] {
 		case "printf":
 			return printfCall(hc, args), nil
@@ -44,6 +47,8 @@ func bashCalls(h interp.CallHandlerFunc) interp.CallHandlerFunc {
 			return trapCall(args), nil
 		case "shopt":
 			return shoptCall(args), nil
+		case "unset":
+			return unsetCall(hc, args), nil
 		}
 		return args, nil
 	}
@@ -121,6 +126,53 @@ func declareFuncs(st *syntax.Stmt) {
 		word(&syntax.Lit{ValuePos: pos, ValueEnd: pos, Value: "eval"}),
 		word(&syntax.SglQuoted{Left: pos, Right: pos, Value: strings.Join(checks, "; ")}),
 	}}
+}
+
+// unsetCall refuses to unset a readonly variable, as bash does (the
+// interpreter's unset succeeds silently and leaves it); the other names
+// are unset.
+func unsetCall(hc interp.HandlerContext, args []string) []string {
+	var keep, refused []string
+	for i, name := range args[1:] {
+		if strings.HasPrefix(name, "-") {
+			if name != "-v" || i > 0 {
+				return args // -f, -n: functions and namerefs are not variables here
+			}
+			continue
+		}
+		if v := hc.Env.Get(name); v.IsSet() && v.ReadOnly {
+			refused = append(refused, name)
+		} else {
+			keep = append(keep, singleQuote(name))
+		}
+	}
+	if len(refused) == 0 {
+		return args
+	}
+	var script strings.Builder
+	if len(keep) > 0 {
+		script.WriteString("unset " + strings.Join(keep, " ") + "; ")
+	}
+	for _, name := range refused {
+		fmt.Fprintf(&script, "echo %s >&2; ", singleQuote("unset: "+name+": cannot unset: readonly variable"))
+	}
+	script.WriteString("(exit 1)")
+	return []string{"eval", script.String()}
+}
+
+// definesFunc reports whether the session or the running source defines
+// a function of that name, which then runs instead of any builtin. A
+// function defined only by a sourced file or an eval is not seen.
+func definesFunc(ctx context.Context, name string) bool {
+	ru := runOf(ctx)
+	if ru == nil {
+		return false
+	}
+	if ru.funcNames[name] {
+		return true
+	}
+	_, ok := ru.e.Func(name)
+	return ok
 }
 
 // failBuiltin is the name of a call that only reports an error the way

@@ -40,7 +40,8 @@ type run struct {
 	stdout, stderr *capture
 	mayBackground  bool // the source has &, coproc or process substitution
 	pipes          []pipeSpan
-	declHeads      []headAt // declaration commands in the source, which interp runs without hooks
+	declHeads      []headAt        // declaration commands in the source, which interp runs without hooks
+	funcNames      map[string]bool // functions the source defines
 
 	mu             sync.Mutex
 	effects        []Effect
@@ -117,6 +118,11 @@ func (ru *run) scan(file *syntax.File) {
 			if n.Op == syntax.Pipe || n.Op == syntax.PipeAll {
 				ru.pipes = append(ru.pipes, pipeSpan{start: n.Pos().Offset(), last: n.Y.Pos().Offset(), end: n.End().Offset()})
 			}
+		case *syntax.FuncDecl:
+			if ru.funcNames == nil {
+				ru.funcNames = make(map[string]bool)
+			}
+			ru.funcNames[n.Name.Value] = true
 		case *syntax.DeclClause:
 			ru.declHeads = append(ru.declHeads, headAt{name: n.Variant.Value, offset: n.Pos().Offset(), seq: -1})
 			if declDumps(n) {
