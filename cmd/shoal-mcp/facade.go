@@ -209,10 +209,13 @@ func (f *Facade) handleOne(ctx context.Context, s *session, raw []byte) []byte {
 	}
 
 	s.noteRequest(m.Params)
-	if f.target != nil && !s.sawInit.Load() && !handshakeMethods[m.Method] {
-		// Work before any handshake (a stateless request, or a client
-		// that skipped it): no roots will be offered.
-		f.target.settle("")
+	if f.target != nil && !s.sawInit.Load() && !handshakeMethods[m.Method] && !f.target.settled() {
+		// Work before any handshake: a stateless request (whose roots
+		// come by a round trip, workspace.go), or a client that skipped
+		// the handshake and offers none.
+		if ask := f.rootsStateless(m); ask != nil {
+			return ask
+		}
 	}
 	switch m.Method {
 	case string(mcp.MethodInitialize):

@@ -151,3 +151,35 @@ func TestModernGoSDK(t *testing.T) {
 	stopSub()
 	<-subDone
 }
+
+// TestModernRoots: a 2026-07-28 client that declares roots is asked for
+// them by a round trip (input_required with roots/list) on its first
+// tool call, and its session starts in its first root, not where the host
+// launched the facade.
+func TestModernRoots(t *testing.T) {
+	sd := newStateDir(t)
+	launch, root := t.TempDir(), t.TempDir()
+	c := sdk.NewClient(&sdk.Implementation{Name: "shoal-roots-test", Version: "1"}, nil)
+	c.AddRoots(&sdk.Root{URI: "file://" + root, Name: "project"})
+	cmd := exec.Command(facadeBin, "--state-dir", sd.dir, "--principal", "agent:sdk", "--idle-exit", "1m")
+	cmd.Dir = launch
+	stderr := &syncBuffer{}
+	cmd.Stderr = stderr
+	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
+	defer cancel()
+	cs, err := c.Connect(ctx, &sdk.CommandTransport{Command: cmd}, &sdk.ClientSessionOptions{ProtocolVersion: "2026-07-28"})
+	if err != nil {
+		t.Fatalf("connect: %v\n%s", err, stderr.String())
+	}
+	defer cs.Close()
+	if _, err := cs.ListTools(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "shoal_exec", Arguments: map[string]any{"source": "pwd"}})
+	if err != nil || res.IsError {
+		t.Fatalf("shoal_exec: %v %+v\n%s", err, res, stderr.String())
+	}
+	if b, _ := json.Marshal(res.StructuredContent); !strings.Contains(string(b), root) {
+		t.Errorf("the session runs in %s; want the client's root %s (launched in %s)", b, root, launch)
+	}
+}

@@ -158,3 +158,58 @@ func (f *Facade) learnRoots(s *session) {
 	f.log.Info("client roots", "workspace", dir)
 	f.target.settle(dir)
 }
+
+// rootsInputID names the roots request among a call's input requests.
+const rootsInputID = "roots"
+
+// kernelMethods reach the kernel, so the session must be settled before
+// they run; the rest (tools/list, ping, logging) do not need it.
+var kernelMethods = map[string]bool{
+	"tools/call": true, "resources/list": true, "resources/templates/list": true, "resources/read": true,
+	"completion/complete": true, "subscriptions/listen": true, "resources/subscribe": true,
+}
+
+// rootsStateless settles the session before a request that needs the
+// kernel arrives without a handshake. A 2026-07-28 client that declares
+// roots in the request's _meta is asked for them the only way that
+// revision allows: tools/call and resources/read answer input_required
+// with a roots/list input request (SEP-2322), and the client's retry
+// carries the roots, which settle the session. It returns the answer to
+// send instead of handling m, or nil.
+func (f *Facade) rootsStateless(m message) []byte {
+	if !isModern(m.Params) {
+		f.target.settle("")
+		return nil
+	}
+	if !kernelMethods[m.Method] {
+		return nil
+	}
+	var p struct {
+		Meta struct {
+			Caps struct {
+				Roots json.RawMessage `json:"roots"`
+			} `json:"io.modelcontextprotocol/clientCapabilities"`
+		} `json:"_meta"`
+		InputResponses map[string]json.RawMessage `json:"inputResponses"`
+	}
+	_ = json.Unmarshal(m.Params, &p)
+	if raw, ok := p.InputResponses[rootsInputID]; ok {
+		f.target.settle(rootDir(raw))
+		return nil
+	}
+	if len(p.Meta.Caps.Roots) == 0 || (m.Method != "tools/call" && m.Method != "resources/read") {
+		f.target.settle("")
+		return nil
+	}
+	result := map[string]any{
+		"resultType":    "input_required",
+		"inputRequests": map[string]any{rootsInputID: map[string]any{"method": "roots/list", "params": map[string]any{}}},
+		"requestState":  "shoal:roots",
+	}
+	if m.Method == "tools/call" {
+		result["content"] = []any{}
+	} else {
+		result["contents"] = []any{}
+	}
+	return resultResponse(m.ID, modernResult(result, false))
+}
