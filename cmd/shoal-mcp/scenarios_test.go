@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -276,6 +277,52 @@ func TestScenarioTail(t *testing.T) {
 		if cells := r.([]any); cells[0] != float64(99998+i) || !strings.HasPrefix(cells[1].(string), want) {
 			t.Fatalf("line %d: %v, want %s", i, cells, want)
 		}
+	}
+	ty.report()
+}
+
+// TestScenarioRestart: after the kernel is killed and the facade starts a
+// new one, the old out:N reads its old value, a run cut short says so, and
+// new runs get new numbers.
+func TestScenarioRestart(t *testing.T) {
+	sd := newStateDir(t)
+	p := startStdio(t, sd, "agent:test")
+	ty := &tally{t: t, name: "refs after a restart"}
+	first, _ := p.callOK("shoal_exec", map[string]any{"source": "echo before the restart"})
+	ref := first["ref"].(string)
+	probe := sd.dial(t, "human:test", nil)
+	pid := sd.status(t, probe).PID
+	probe.Close()
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if !waitFor(waitLong, func() bool { return !processAlive(pid) }) {
+		t.Fatal("the kernel did not die")
+	}
+	// The next call reconnects, starting a new kernel.
+	var res *mcp.CallToolResult
+	if !waitFor(waitLong, func() bool {
+		res = p.call("shoal_get", map[string]any{"target": ref, "path": ".stdout"})
+		return !res.IsError
+	}) {
+		t.Fatalf("%s after the restart: %s", ref, resultText(res))
+	}
+	ty.add(res)
+	if v := structuredOf(t, res)["value"]; v != "before the restart\n" {
+		t.Fatalf("%s after the restart = %v", ref, v)
+	}
+	res = p.call("shoal_exec", map[string]any{"source": "echo after"})
+	ty.add(res)
+	second := structuredOf(t, res)
+	n1, _ := strconv.Atoi(strings.TrimPrefix(ref, "out:"))
+	n2, _ := strconv.Atoi(strings.TrimPrefix(second["ref"].(string), "out:"))
+	if n2 <= n1 {
+		t.Fatalf("a new run after the restart got %s, not after %s", second["ref"], ref)
+	}
+	// A number never handed out is an error, not another value.
+	res = p.call("shoal_get", map[string]any{"target": "out:" + itoa(int64(n2+5))})
+	if !res.IsError || !strings.Contains(resultText(res), "NOT_FOUND") {
+		t.Fatalf("unknown ref: %s", resultText(res))
 	}
 	ty.report()
 }

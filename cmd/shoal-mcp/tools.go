@@ -683,8 +683,12 @@ func (f *Facade) toolGet(ctx context.Context, req mcp.CallToolRequest) (*mcp.Cal
 		// A live output read: its offsets, and the read that continues it.
 		o.set("output", liveMeta(r.Meta))
 		text = liveHeader(o.get("uri"), r.Meta) + "\n" + text
-	} else if r.Ref != "" {
-		o.set("ref", r.Ref)
+	} else {
+		// Say what was read, as the structured content does.
+		text = fmt.Sprintf("%v", o.get("uri")) + "\n" + text
+		if r.Ref != "" && !sameAs(o.get("uri"), r.Ref) {
+			o.set("ref", r.Ref)
+		}
 	}
 	var cuts []cut
 	var v any
@@ -744,6 +748,18 @@ func liveMeta(m map[string]any) *obj {
 		o.set("skipped", sk)
 	}
 	return o
+}
+
+// sameAs reports whether a URI read is the ref's own (shoal://out/17 for
+// out:17), so naming the ref too would add nothing.
+func sameAs(uri any, ref string) bool {
+	u, _ := uri.(string)
+	fam, id, ok := strings.Cut(ref, ":")
+	if !ok {
+		return false
+	}
+	own := "shoal://" + fam + "/" + id
+	return u == own || strings.HasPrefix(u, own+"?")
 }
 
 // pathOr is the path argument, "" when absent.

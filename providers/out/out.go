@@ -1,7 +1,8 @@
 // Package out serves the transcript: every execution's complete value as
 // out:N / shoal://out/N, numbered per session from 1.
 //
-// The transcript ends with the kernel. Its memory stays bounded: a value
+// With a content store the numbering and the values outlive the kernel
+// (durable.go). The transcript's memory stays bounded: a value
 // whose typed-JSON encoding passes the spill threshold (config
 // spill_threshold, 1 MiB by default) is written to the content store and
 // the transcript keeps only its hash, so the value also has a durable
@@ -15,6 +16,8 @@ package out
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -49,8 +52,9 @@ type entry struct {
 	marks   []string
 	v       value.Value // nil when spilled
 	hash    string
-	pending bool // reserved, value not recorded yet
-	moving  bool // being moved to the content store (see spillOldest)
+	pending bool   // reserved, value not recorded yet
+	moving  bool   // being moved to the content store (see spillOldest)
+	gone    string // why its value is not there (from before a restart)
 }
 
 func (e *entry) Entry() Entry {
@@ -64,6 +68,10 @@ func (e *entry) Entry() Entry {
 type sessionLog struct {
 	next    int
 	entries map[int]*entry
+	// closedBelow: numbers below it belonged to the session before it was
+	// closed (their values were dropped with it).
+	closedBelow int
+	index       *os.File // the durable index, nil when memory only
 }
 
 // held is an in-memory value in the order values were recorded.
@@ -79,6 +87,7 @@ type Transcript struct {
 	parts     *spill.Reader // nil: spill through blobs, read values whole
 	threshold int64
 	memory    int64 // bound of the values kept in memory, bytes of encoding
+	dir       string // the durable index's directory; "" when memory only
 
 	mu       sync.Mutex
 	sessions map[string]*sessionLog
@@ -124,14 +133,11 @@ func (t *Transcript) Add(session string, v value.Value, marks []string) (Entry, 
 func (t *Transcript) Reserve(session string) (Entry, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	log := t.sessions[session]
-	if log == nil {
-		log = &sessionLog{next: 1, entries: map[int]*entry{}}
-		t.sessions[session] = log
-	}
+	log := t.loadLocked(session)
 	e := &entry{n: log.next, pending: true}
 	log.next++
 	log.entries[e.n] = e
+	log.note("r\t%d", e.n)
 	return e.Entry(), nil
 }
 
@@ -147,6 +153,7 @@ func (t *Transcript) Unreserve(session string, n int) {
 	}
 	if e := log.entries[n]; e != nil && e.pending {
 		delete(log.entries, n)
+		log.note("u\t%d", n)
 		if log.next == n+1 {
 			log.next = n
 		}
@@ -172,12 +179,26 @@ func (t *Transcript) Fill(session string, n int, v value.Value, marks []string) 
 		return Entry{}, fmt.Errorf("encode transcript value: %w", err)
 	}
 	fill := entry{size: int(enc.Size), marks: marks, v: v}
-	if t.blobs != nil && enc.Size > t.threshold {
+	t.mu.Lock()
+	durable := t.dir != ""
+	t.mu.Unlock()
+	spilled := t.blobs != nil && enc.Size > t.threshold
+	// A durable transcript keeps every value for after a restart: a small
+	// one inline in its index line, a larger one in the content store
+	// (synced now unless it spilled, whose sync the execution waits for).
+	inline := durable && !spilled && enc.Size <= InlineMax
+	if t.blobs != nil && (spilled || (durable && !inline)) {
 		hash, err := t.store(enc)
 		if err != nil {
-			return Entry{}, fmt.Errorf("spill value to the content store: %w", err)
+			return Entry{}, fmt.Errorf("store the value in the content store: %w", err)
 		}
 		fill.hash, fill.v = hash, nil
+		if !spilled {
+			if err := t.blobs.FlushBlob(hash); err != nil {
+				return Entry{}, fmt.Errorf("store the value in the content store: %w", err)
+			}
+			fill.v = v // small enough to stay in memory as well
+		}
 	}
 	t.mu.Lock()
 	log := t.sessions[session]
@@ -189,6 +210,12 @@ func (t *Transcript) Fill(session string, n int, v value.Value, marks []string) 
 	e := log.entries[n]
 	fill.n = e.n
 	*e = fill
+	switch {
+	case inline:
+		log.note("i\t%d\t%d\t%s\t%s", n, fill.size, strings.Join(marks, ","), enc.Bytes())
+	case fill.hash != "":
+		log.note("v\t%d\t%s\t%d\t%s", n, fill.hash, fill.size, strings.Join(marks, ","))
+	}
 	out := e.Entry()
 	if e.v != nil && t.blobs != nil {
 		t.order = append(t.order, held{session, n, e.size})
@@ -264,7 +291,13 @@ func (t *Transcript) Get(session string, n int) (value.Value, Entry, error) {
 	}
 	info := e.Entry()
 	t.mu.Unlock()
+	if t.blobs == nil {
+		return nil, Entry{}, goneError(session, n, "this kernel has no content store to read it from")
+	}
 	data, err := t.blobs.Get(hash)
+	if err != nil && rpc.CodeOf(err) == rpc.NotFound {
+		return nil, Entry{}, goneError(session, n, "its value was garbage-collected from the content store")
+	}
 	if err != nil {
 		return nil, Entry{}, err
 	}
@@ -286,20 +319,20 @@ func (t *Transcript) Get(session string, n int) (value.Value, Entry, error) {
 func (t *Transcript) lookup(session string, n int) (*entry, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	log := t.sessions[session]
-	var e *entry
-	if log != nil {
-		e = log.entries[n]
-	}
+	log := t.loadLocked(session)
+	e := log.entries[n]
 	if e == nil {
-		last := 0
-		if log != nil {
-			last = log.next - 1
+		last := log.next - 1
+		if n < log.closedBelow {
+			return nil, goneError(session, n, "it belonged to the session before it was closed (session.close), and its values went with it")
 		}
 		if last == 0 {
-			return nil, rpc.Errorf(rpc.NotFound, "out:%d does not exist: session %q has no transcript values yet (they do not survive a kernel restart; val:blake3 refs do)", n, session)
+			return nil, rpc.Errorf(rpc.NotFound, "out:%d does not exist: session %q has no transcript values yet", n, session)
 		}
 		return nil, rpc.Errorf(rpc.NotFound, "out:%d does not exist in session %q; its transcript holds out:1 … out:%d", n, session, last)
+	}
+	if e.gone != "" {
+		return nil, goneError(session, n, e.gone)
 	}
 	if e.pending {
 		return nil, rpc.Errorf(rpc.NotFound, "out:%d has no value yet: its execution is still running as a task (see shoal://jobs)", n)
@@ -341,7 +374,8 @@ func (t *Transcript) Hashes() map[string]bool {
 	return out
 }
 
-// Drop forgets a session's transcript.
+// Drop forgets a session's transcript values. Its numbering goes on: a
+// session of the same name starts after the last number handed out.
 func (t *Transcript) Drop(session string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -349,7 +383,8 @@ func (t *Transcript) Drop(session string) {
 	if log == nil {
 		return
 	}
-	delete(t.sessions, session)
+	log.note("c")
+	t.sessions[session] = &sessionLog{next: log.next, closedBelow: log.next, entries: map[int]*entry{}, index: log.index}
 	kept := t.order[:0]
 	for _, h := range t.order {
 		if h.session != session {
@@ -401,6 +436,11 @@ func (p *Provider) Provision(h *core.Host) error {
 		threshold = h.Config.SpillThreshold
 	}
 	p.T = NewTranscript(blobs, threshold)
+	if blobs != nil && h.StateDir != "" {
+		if err := p.T.Persist(filepath.Join(h.StateDir, "transcript")); err != nil {
+			return err
+		}
+	}
 	if h.Config != nil && h.Config.TranscriptMemory > 0 {
 		p.T.SetMemory(h.Config.TranscriptMemory)
 	}

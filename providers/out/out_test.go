@@ -139,3 +139,77 @@ func TestTranscriptMemoryBound(t *testing.T) {
 		t.Errorf("after drop: %d bytes, %d queued", tr.inMemory, len(tr.order))
 	}
 }
+
+// TestTranscriptRestart: with the durable index, numbering continues after
+// a restart (a new Transcript on the same directory and store), earlier
+// values are read back, and refs whose value is not there say why.
+func TestTranscriptRestart(t *testing.T) {
+	dir := t.TempDir()
+	blobs := &memBlobs{m: map[string][]byte{}}
+	t1 := NewTranscript(blobs, 1<<20)
+	if err := t1.Persist(dir); err != nil {
+		t.Fatal(err)
+	}
+	a, _ := t1.Add("s", value.Str("first"), nil)
+	b, _ := t1.Add("s", value.NewRecord(value.F("exit", value.Int(0))), []string{"secret-source"})
+	cut, _ := t1.Reserve("s") // its run is cut short by the restart
+	refused, _ := t1.Reserve("s")
+	t1.Unreserve("s", refused.N)
+	other, _ := t1.Add("other session", value.Int(7), nil)
+	big, _ := t1.Add("other session", value.Str(strings.Repeat("x", InlineMax)), nil) // in the content store
+
+	t2 := NewTranscript(blobs, 1<<20)
+	if err := t2.Persist(dir); err != nil {
+		t.Fatal(err)
+	}
+	next, _ := t2.Reserve("s")
+	if next.N != refused.N+1 {
+		t.Fatalf("after the restart the next ref is out:%d; want out:%d (no number handed out twice)", next.N, refused.N+1)
+	}
+	v, e, err := t2.Get("s", a.N)
+	if err != nil || !value.Equal(v, value.Str("first")) {
+		t.Fatalf("out:%d after restart: %v %v", a.N, v, err)
+	}
+	if _, e, _ = t2.Get("s", b.N); strings.Join(e.Marks, ",") != "secret-source" {
+		t.Fatalf("marks lost: %v", e.Marks)
+	}
+	if _, _, err := t2.Get("s", cut.N); rpc.CodeOf(err) != rpc.NotFound || !strings.Contains(err.Error(), "cut short") {
+		t.Fatalf("out:%d whose run was cut short: %v", cut.N, err)
+	}
+	if v, _, err := t2.Get("other session", other.N); err != nil || !value.Equal(v, value.Int(7)) {
+		t.Fatalf("another session's value: %v %v", v, err)
+	}
+	if v, _, err := t2.Get("other session", big.N); err != nil || !value.Equal(v, value.Str(strings.Repeat("x", InlineMax))) {
+		t.Fatalf("a stored value after the restart: %v", err)
+	}
+	// A collected value says so.
+	blobs.mu.Lock()
+	blobs.m = map[string][]byte{}
+	blobs.mu.Unlock()
+	t2.mu.Lock()
+	t2.cacheHash, t2.cacheVal = "", nil
+	t2.mu.Unlock()
+	if _, _, err := t2.Get("other session", big.N); !strings.Contains(errText(err), "garbage-collected") {
+		t.Fatalf("collected: %v", err)
+	}
+	// A closed session's values are gone; its numbering goes on, also after a restart.
+	t2.Drop("s")
+	if _, _, err := t2.Get("s", a.N); !strings.Contains(errText(err), "closed") {
+		t.Fatalf("after close: %v", err)
+	}
+	t3 := NewTranscript(blobs, 1<<20)
+	t3.Persist(dir)
+	if n, _ := t3.Reserve("s"); n.N != next.N+1 {
+		t.Fatalf("after close and restart: out:%d, want out:%d", n.N, next.N+1)
+	}
+	if _, _, err := t3.Get("s", a.N); !strings.Contains(errText(err), "closed") {
+		t.Fatalf("after close and restart: %v", err)
+	}
+}
+
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
