@@ -145,7 +145,7 @@ func Parse(src string) (*syntax.File, error) {
 	defer parsers.Put(p)
 	f, err := p.Parse(strings.NewReader(src), "")
 	if err == nil {
-		splitFuncBodies(f)
+		bashTree(f)
 	}
 	return f, err
 }
