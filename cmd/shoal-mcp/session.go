@@ -347,7 +347,10 @@ func (s *session) forward(ctx context.Context, fw *forwarder, events <-chan clie
 		select {
 		case ev := <-events:
 			note := notification{JSONRPC: "2.0", Method: mcp.MethodNotificationResourceUpdated,
-				Params: updatedParams{URI: fw.uri, Seq: ev.Seq, Payload: ev.Payload}}
+				Params: updatedParams{URI: fw.uri, Seq: ev.Seq, Payload: ev.Payload,
+					// SDKs whose typed handler keeps only uri (the TS SDK)
+					// still pass _meta on: the cursor and payload are there too.
+					Meta: map[string]any{metaPrefix + "seq": ev.Seq, metaPrefix + "payload": ev.Payload}}}
 			b, err := json.Marshal(note)
 			if err != nil {
 				s.f.log.Warn("drop unencodable event", "uri", fw.uri, "seq", ev.Seq, "err", err)
@@ -395,6 +398,7 @@ type updatedParams struct {
 	URI     string          `json:"uri"`
 	Seq     uint64          `json:"seq"`
 	Payload json.RawMessage `json:"payload"`
+	Meta    map[string]any  `json:"_meta,omitempty"`
 }
 
 func uriParam(params json.RawMessage) (string, *rpcError) {

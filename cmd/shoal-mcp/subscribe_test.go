@@ -35,6 +35,10 @@ func TestSubscribeNotifyUnsubscribe(t *testing.T) {
 	if up.Seq != ev.Seq || string(up.Payload) != `{"n":1}` {
 		t.Errorf("update %+v, want seq %d payload {\"n\":1}", up, ev.Seq)
 	}
+	// _meta mirrors them, for SDKs whose typed handler keeps only uri.
+	if p, _ := json.Marshal(up.Meta[metaPrefix+"payload"]); up.Meta[metaPrefix+"seq"] != float64(ev.Seq) || string(p) != `{"n":1}` {
+		t.Errorf("update _meta %v, want seq %d and the payload", up.Meta, ev.Seq)
+	}
 
 	// Subscribing again keeps the one forwarder: one notification per event.
 	if _, rerr := p.raw("resources/subscribe", map[string]any{"uri": uri}); rerr != nil {

@@ -131,6 +131,18 @@ async function main() {
   const up = await nextUpdate(channel);
   assert.equal(typeof up.seq, "number");
   assert.deepEqual(up.payload, { n: 1 });
+  // _meta mirrors them, for code that sees only the SDK's typed params.
+  assert.equal(up._meta?.["sh.shoal/seq"], up.seq);
+  assert.deepEqual(up._meta?.["sh.shoal/payload"], { n: 1 });
+
+  // What a model reads: compact structuredContent, with a search that does not re-run.
+  const big = await client.callTool({ name: "shoal_exec", arguments: { source: "seq 1 50000" } });
+  assert.ok(JSON.stringify(big.structuredContent).length <= big.content[0].text.length);
+  assert.match(big.structuredContent.next, /shoal_get/);
+  const found = await client.callTool({ name: "shoal_get", arguments: { target: big.structuredContent.ref, path: ".stdout", grep: "^49999$" } });
+  assert.equal(found.structuredContent.value.total, 1);
+  const tail = await client.callTool({ name: "shoal_get", arguments: { target: big.structuredContent.ref, path: ".stdout", slice: "-6.." } });
+  assert.equal(tail.structuredContent.value, "50000\n");
   await client.unsubscribeResource({ uri: channel });
 
   await client.close();
