@@ -27,7 +27,7 @@ type Config struct {
 	// reads (path and slice reads of big values), in bytes (64 MiB).
 	ValueCache int64 `toml:"value_cache"`
 	// TranscriptMemory bounds the transcript values kept in memory, in
-	// bytes of their encoding (32 MiB); older ones move to the content
+	// bytes of their encoding (4 MiB, about 12 MiB of memory); older ones move to the content
 	// store and are read back from it on demand.
 	TranscriptMemory int64 `toml:"transcript_memory"`
 	// IdleExit ends a background kernel after this long with no
@@ -185,7 +185,7 @@ const (
 	DefaultRawCeiling       = 64 << 20
 	DefaultSpillThreshold   = 1 << 20
 	DefaultValueCache       = 64 << 20
-	DefaultTranscriptMemory = 32 << 20
+	DefaultTranscriptMemory = 4 << 20
 	DefaultIdleExit         = "10m"
 )
 

@@ -68,6 +68,7 @@ func commands() []*command {
 		planCreateCommand(), planGetCommand(), planListCommand(),
 		planDecideCommand("approve"), planDecideCommand("reject"), planApplyCommand(),
 		taskListCommand(), taskCommand("get", "show one task"), taskCommand("cancel", "stop a task: its whole process group ends"), taskWaitCommand(),
+		blobPutCommand(), blobGetCommand(),
 		pluginListCommand(), statusCommand(), versionCommand(),
 		kernelCommand(), kernelStopCommand(),
 	}

@@ -612,6 +612,11 @@ func (c *Conn) Call(ctx context.Context, method string, params, result any) erro
 		if m.Error != nil {
 			return m.Error
 		}
+		if raw, ok := result.(*json.RawMessage); ok {
+			// The frame was checked to be valid JSON when it was read.
+			*raw = append((*raw)[:0], m.Result...)
+			return nil
+		}
 		if result != nil {
 			if err := json.Unmarshal(m.Result, result); err != nil {
 				return fmt.Errorf("decode result of %s: %w", method, err)

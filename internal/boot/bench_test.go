@@ -3,13 +3,18 @@ package boot_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -286,4 +291,158 @@ func coldWarm(b *testing.B, c *client.Client, target func(cold bool) string, che
 	b.ReportMetric(float64(w50.Microseconds()), "warm-p50-µs")
 	b.ReportMetric(float64(c50)/float64(w50), "ratio")
 	b.ReportMetric(float64(peak-before.HeapInuse)/(1<<20), "extra-heap-MiB")
+}
+
+// BenchmarkExecMemory runs b.N executions of `echo hi` in one session
+// (use -benchtime 100000x) and reports how much the process's resident
+// memory and live heap grew from a kernel that had run 1,000 (target:
+// RSS ≤ fresh + 32 MiB after 100,000). The kernel is served in process,
+// so the RSS includes the benchmark's own client (a few MiB, not growing).
+func BenchmarkExecMemory(b *testing.B) {
+	dir := shortDir(b)
+	startKernel(b, dir)
+	c := attach(b, dir, client.Options{Principal: "agent:bench"})
+	ctx := context.Background()
+	for range 1000 {
+		if _, err := c.Exec(ctx, "echo hi", client.ExecOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	settle := func() (rss int64, heap uint64) {
+		runtime.GC()
+		debug.FreeOSMemory()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return rssBytes(b), ms.HeapInuse
+	}
+	rss0, heap0 := settle()
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := c.Exec(ctx, "echo hi", client.ExecOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	rss1, heap1 := settle()
+	b.ReportMetric(float64(rss0)/(1<<20), "fresh-rss-MiB")
+	b.ReportMetric(float64(rss1-rss0)/(1<<20), "rss-growth-MiB")
+	b.ReportMetric(float64(int64(heap1)-int64(heap0))/(1<<20), "heap-growth-MiB")
+	b.ReportMetric(float64(int64(heap1)-int64(heap0))/float64(b.N), "heap-B/exec")
+}
+
+// rssBytes reads this process's resident set size from /proc.
+func rssBytes(tb testing.TB) int64 {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		tb.Skip("no /proc/self/status")
+	}
+	for line := range strings.Lines(string(data)) {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.ParseInt(strings.Fields(rest)[0], 10, 64)
+			return kb << 10
+		}
+	}
+	tb.Skip("no VmRSS")
+	return 0
+}
+
+// repeatReader gives n bytes of a fixed random pattern.
+type repeatReader struct {
+	pat []byte
+	n   int64
+}
+
+func (r *repeatReader) Read(p []byte) (int, error) {
+	if r.n == 0 {
+		return 0, io.EOF
+	}
+	k := 0
+	for k < len(p) && r.n > 0 {
+		c := copy(p[k:min(len(p), k+int(min(r.n, int64(len(r.pat)))))], r.pat)
+		k += c
+		r.n -= int64(c)
+	}
+	return k, nil
+}
+
+// BenchmarkBlobStream puts and gets a 1 GiB blob through the socket in
+// chunks (`shoal blob put|get`'s path) and compares each with writing the
+// same bytes to a plain file on the same disk and fsyncing it, and with
+// reading that file back (targets: ≥ 0.5× each), reporting the process's
+// peak RSS growth (target ≤ 64 MiB; the client's buffers are in it too).
+// Run with -benchtime 1x: it writes 2 GiB.
+func BenchmarkBlobStream(b *testing.B) {
+	const size = 1 << 30
+	pat := make([]byte, 1<<20)
+	for i := range pat {
+		pat[i] = byte(i*131 + i>>8)
+	}
+	dir := shortDir(b)
+	startKernel(b, dir)
+	c := attach(b, dir, client.Options{Principal: "agent:bench"})
+	ctx := context.Background()
+	runtime.GC()
+	debug.FreeOSMemory()
+	rss0 := rssBytes(b)
+	var peak atomic.Int64
+	stop := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for {
+			peak.Store(max(peak.Load(), rssBytes(b)))
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}()
+	var putT, getT, writeT, readT time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		res, err := c.BlobPut(ctx, &repeatReader{pat: pat, n: size})
+		if err != nil {
+			b.Fatal(err)
+		}
+		putT += time.Since(t0)
+		t0 = time.Now()
+		if n, err := c.BlobGet(ctx, res.Hash, io.Discard); err != nil || n != size {
+			b.Fatal(n, err)
+		}
+		getT += time.Since(t0)
+
+		path := filepath.Join(dir, "plain")
+		t0 = time.Now()
+		f, err := os.Create(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := io.CopyBuffer(f, &repeatReader{pat: pat, n: size}, make([]byte, client.BlobChunk)); err != nil {
+			b.Fatal(err)
+		}
+		if err := f.Sync(); err != nil {
+			b.Fatal(err)
+		}
+		f.Close()
+		writeT += time.Since(t0)
+		t0 = time.Now()
+		f, _ = os.Open(path)
+		if _, err := io.CopyBuffer(io.Discard, f, make([]byte, client.BlobChunk)); err != nil {
+			b.Fatal(err)
+		}
+		f.Close()
+		readT += time.Since(t0)
+		os.Remove(path)
+	}
+	close(stop)
+	<-sampled
+	mbps := func(d time.Duration) float64 { return float64(size) * float64(b.N) / d.Seconds() / 1e6 }
+	b.ReportMetric(mbps(putT), "put-MB/s")
+	b.ReportMetric(mbps(writeT), "write+fsync-MB/s")
+	b.ReportMetric(mbps(getT), "get-MB/s")
+	b.ReportMetric(mbps(readT), "read-MB/s")
+	b.ReportMetric(float64(writeT)/float64(putT), "put-vs-write")
+	b.ReportMetric(float64(readT)/float64(getT), "get-vs-read")
+	b.ReportMetric(float64(peak.Load()-rss0)/(1<<20), "rss-growth-MiB")
 }

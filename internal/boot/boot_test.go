@@ -1,6 +1,7 @@
 package boot_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"os"
@@ -552,5 +553,49 @@ func TestPlanApplyBecomesTask(t *testing.T) {
 	var wait map[string]any
 	if err := agent.Call(ctx, "wait", map[string]any{"target": reply.Task, "timeout_ms": 20000}, &wait); err != nil || wait["satisfied"] != true {
 		t.Fatalf("wait: %v %v", wait, err)
+	}
+}
+
+// TestBlobChunks: a blob larger than one chunk goes in through an upload
+// and comes back in ranges, hash checked; chunks out of order and unknown
+// uploads are refused with their codes.
+func TestBlobChunks(t *testing.T) {
+	dir := shortDir(t)
+	startKernel(t, dir)
+	c := attach(t, dir, client.Options{Principal: "agent:t"})
+	ctx := context.Background()
+	data := make([]byte, 2*client.BlobChunk+12345)
+	for i := range data {
+		data[i] = byte(i*7 + i>>9)
+	}
+	res, err := c.BlobPut(ctx, bytes.NewReader(data))
+	if err != nil || res.Size != int64(len(data)) || !strings.HasPrefix(res.Ref, "val:blake3:") {
+		t.Fatalf("put: %+v %v", res, err)
+	}
+	var got bytes.Buffer
+	if n, err := c.BlobGet(ctx, res.Ref, &got); err != nil || n != int64(len(data)) || !bytes.Equal(got.Bytes(), data) {
+		t.Fatalf("get: %d bytes, %v", n, err)
+	}
+	var first struct{ Upload string }
+	if err := c.Call(ctx, "blob.put", map[string]any{"text": "ab", "more": true}, &first); err != nil || first.Upload == "" {
+		t.Fatalf("first chunk: %+v %v", first, err)
+	}
+	err = c.Call(ctx, "blob.put", map[string]any{"text": "cd", "upload": first.Upload, "offset": 1}, nil)
+	if client.Code(err) != int(rpc.InvalidParams) {
+		t.Fatalf("chunk at the wrong offset: %v", err)
+	}
+	var done struct{ Hash string }
+	if err := c.Call(ctx, "blob.put", map[string]any{"text": "cd", "upload": first.Upload, "offset": 2}, &done); err != nil {
+		t.Fatal(err)
+	}
+	var whole struct{ Hash string }
+	if err := c.Call(ctx, "blob.put", map[string]any{"text": "abcd"}, &whole); err != nil || whole.Hash != done.Hash {
+		t.Fatalf("chunked hash %s, whole %s (%v)", done.Hash, whole.Hash, err)
+	}
+	if err := c.Call(ctx, "blob.put", map[string]any{"text": "x", "upload": first.Upload}, nil); client.Code(err) != int(rpc.NotFound) {
+		t.Fatalf("finished upload: %v", err)
+	}
+	if err := c.Call(ctx, "blob.get", map[string]any{"hash": done.Hash, "offset": 9}, nil); client.Code(err) != int(rpc.InvalidParams) {
+		t.Fatalf("range past the end: %v", err)
 	}
 }

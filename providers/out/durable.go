@@ -11,6 +11,7 @@ import (
 
 	"github.com/shoal-sh/shoal/core/rpc"
 	"github.com/shoal-sh/shoal/core/value"
+	"github.com/shoal-sh/shoal/providers/val/cas"
 )
 
 // The transcript outlives the kernel (SPEC X3 beyond): out:N numbering
@@ -123,7 +124,10 @@ func readIndex(f *os.File, log *sessionLog) {
 				e.v, marks = v, fields[3]
 				e.size, _ = strconv.Atoi(fields[2])
 			} else {
-				e.hash = fields[2]
+				if cas.ValidHash(fields[2]) != nil {
+					continue
+				}
+				e.hash = toBlobID(fields[2])
 				e.size, _ = strconv.Atoi(fields[3])
 			}
 			if marks != "" {
@@ -139,8 +143,8 @@ func readIndex(f *os.File, log *sessionLog) {
 	}
 	// Only the newest KeepDurable values stay roots of the content store.
 	for n, e := range log.entries {
-		if n <= maxN-KeepDurable && (e.hash != "" || e.v != nil) {
-			e.hash, e.v = "", nil
+		if n <= maxN-KeepDurable && (!e.hash.none() || e.v != nil) {
+			e.hash, e.v = blobID{}, nil
 			e.gone = fmt.Sprintf("only the newest %d values of a session are kept across restarts; its value was released to the content store's garbage collection", KeepDurable)
 		}
 	}

@@ -7,7 +7,7 @@
 // spill_threshold, 1 MiB by default) is written to the content store and
 // the transcript keeps only its hash, so the value also has a durable
 // val:blake3:<hex> ref; and once the values kept in memory pass
-// transcript_memory (32 MiB of encoding), the oldest move there too and
+// transcript_memory (4 MiB of encoding), the oldest move there too and
 // are read back on demand. Large lists, tables and strings are stored
 // with an index (package spill), so a path or slice read of one decodes
 // only the parts it covers.
@@ -15,6 +15,7 @@ package out
 
 import (
 	"context"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -51,7 +52,7 @@ type entry struct {
 	size    int
 	marks   []string
 	v       value.Value // nil when spilled
-	hash    string
+	hash    blobID // zero while the value is only in memory
 	pending bool   // reserved, value not recorded yet
 	moving  bool   // being moved to the content store (see spillOldest)
 	gone    string // why its value is not there (from before a restart)
@@ -59,11 +60,24 @@ type entry struct {
 
 func (e *entry) Entry() Entry {
 	x := Entry{N: e.n, Ref: "out:" + strconv.Itoa(e.n), URI: "shoal://out/" + strconv.Itoa(e.n), Size: e.size, Marks: e.marks}
-	if e.hash != "" {
-		x.ValRef = cas.RefPrefix + e.hash
+	if !e.hash.none() {
+		x.ValRef = cas.RefPrefix + e.hash.String()
 	}
 	return x
 }
+
+// blobID is a content-store hash in 32 bytes rather than 64 of hex: a
+// long transcript holds one per spilled value.
+type blobID [32]byte
+
+func toBlobID(hash string) blobID {
+	var id blobID
+	hex.Decode(id[:], []byte(hash))
+	return id
+}
+
+func (id blobID) none() bool     { return id == blobID{} }
+func (id blobID) String() string { return hex.EncodeToString(id[:]) }
 
 type sessionLog struct {
 	next    int
@@ -192,7 +206,7 @@ func (t *Transcript) Fill(session string, n int, v value.Value, marks []string) 
 		if err != nil {
 			return Entry{}, fmt.Errorf("store the value in the content store: %w", err)
 		}
-		fill.hash, fill.v = hash, nil
+		fill.hash, fill.v = toBlobID(hash), nil
 		if !spilled {
 			if err := t.blobs.FlushBlob(hash); err != nil {
 				return Entry{}, fmt.Errorf("store the value in the content store: %w", err)
@@ -213,8 +227,8 @@ func (t *Transcript) Fill(session string, n int, v value.Value, marks []string) 
 	switch {
 	case inline:
 		log.note("i\t%d\t%d\t%s\t%s", n, fill.size, strings.Join(marks, ","), enc.Bytes())
-	case fill.hash != "":
-		log.note("v\t%d\t%s\t%d\t%s", n, fill.hash, fill.size, strings.Join(marks, ","))
+	case !fill.hash.none():
+		log.note("v\t%d\t%s\t%d\t%s", n, fill.hash.String(), fill.size, strings.Join(marks, ","))
 	}
 	out := e.Entry()
 	if e.v != nil && t.blobs != nil {
@@ -254,6 +268,11 @@ func (t *Transcript) spillOldest() {
 			continue
 		}
 		t.inMemory -= int64(h.size)
+		if !e.hash.none() {
+			e.v = nil // the content store has it already
+			t.mu.Unlock()
+			continue
+		}
 		e.moving = true
 		v := e.v
 		t.mu.Unlock()
@@ -264,7 +283,7 @@ func (t *Transcript) spillOldest() {
 		t.mu.Lock()
 		e.moving = false
 		if hash != "" {
-			e.hash, e.v = hash, nil
+			e.hash, e.v = toBlobID(hash), nil
 		}
 		// A failed put leaves the value in memory: nothing is lost.
 		t.mu.Unlock()
@@ -283,7 +302,7 @@ func (t *Transcript) Get(session string, n int) (value.Value, Entry, error) {
 		t.mu.Unlock()
 		return v, e.Entry(), nil
 	}
-	hash := e.hash
+	hash := e.hash.String()
 	if t.cacheHash == hash {
 		v := t.cacheVal
 		t.mu.Unlock()
@@ -349,11 +368,12 @@ func (t *Transcript) Part(session string, n int, sel core.Selection) (value.Valu
 		return nil, 0, Entry{}, false, nil // Get gives the error
 	}
 	t.mu.Lock()
-	hash, info := e.hash, e.Entry()
+	id, info := e.hash, e.Entry()
 	t.mu.Unlock()
-	if hash == "" {
+	if id.none() {
 		return nil, 0, Entry{}, false, nil
 	}
+	hash := id.String()
 	v, off, ok, err := t.parts.Part(hash, sel.Path, sel.HasPath, sel.Slice, sel.HasSlice)
 	return v, off, info, ok, err
 }
@@ -366,8 +386,8 @@ func (t *Transcript) Hashes() map[string]bool {
 	out := map[string]bool{}
 	for _, log := range t.sessions {
 		for _, e := range log.entries {
-			if e.hash != "" {
-				out[e.hash] = true
+			if !e.hash.none() {
+				out[e.hash.String()] = true
 			}
 		}
 	}

@@ -57,6 +57,7 @@ type Provider struct {
 	host    *core.Host
 	store   *cas.Store
 	parts   *spill.Reader
+	uploads uploads
 	ceiling int64
 	log     *slog.Logger
 
@@ -119,6 +120,7 @@ func (p *Provider) Close() error {
 	}
 	p.stopOnce.Do(func() { close(p.stop) })
 	<-p.done
+	p.uploads.abortAll()
 	if err := p.store.Close(); err != nil {
 		return fmt.Errorf("val: flush the content store: %w", err)
 	}
@@ -243,6 +245,10 @@ func (p *Provider) Methods() map[string]core.Method {
 type BlobGetParams struct {
 	// Hash is the blob's hash, bare or as blake3:<hex> or val:blake3:<hex>.
 	Hash string `json:"hash"`
+	// Offset and Length ask for a range (at most 16 MiB); the answer then
+	// also carries its offset, and the blob may be of any size.
+	Offset *int64 `json:"offset"`
+	Length *int64 `json:"length"`
 }
 
 // BlobGetResult is blob.get's answer.
@@ -268,8 +274,11 @@ func (p *Provider) blobGet(ctx context.Context, c *core.Caller, params json.RawM
 	if err != nil {
 		return nil, err
 	}
+	if in.Offset != nil || in.Length != nil {
+		return p.ranged(ctx, hash, size, in)
+	}
 	if size > p.ceiling {
-		return nil, rpc.Errorf(rpc.TooLarge, "blob %s is %d bytes, above the raw ceiling of %d bytes; read it as shoal://val/%s with path and slice instead", hash, size, p.ceiling, hash)
+		return nil, rpc.Errorf(rpc.TooLarge, "blob %s is %d bytes, above the raw ceiling of %d bytes; read it in ranges (offset, length) or as shoal://val/%s with path and slice", hash, size, p.ceiling, hash)
 	}
 	data, err := p.store.Get(hash)
 	if err != nil {
@@ -282,6 +291,14 @@ func (p *Provider) blobGet(ctx context.Context, c *core.Caller, params json.RawM
 type BlobPutParams struct {
 	B64  *string `json:"b64"`
 	Text *string `json:"text"`
+	// More says another chunk follows: the first chunk opens an upload
+	// and the answer names it; later chunks give Upload (and may give
+	// Offset, the bytes sent before, as a check); the chunk without More
+	// ends it and the answer carries the ref. The raw ceiling bounds a
+	// chunk, not the blob.
+	More   bool   `json:"more"`
+	Upload string `json:"upload"`
+	Offset *int64 `json:"offset"`
 }
 
 // BlobPutResult is blob.put's answer.
@@ -293,11 +310,29 @@ type BlobPutResult struct {
 
 func (p *Provider) blobPut(ctx context.Context, c *core.Caller, params json.RawMessage) (any, error) {
 	var in BlobPutParams
-	if err := decodeParams(params, &in); err != nil {
+	var data []byte
+	if b64, rest, ok := cutB64(params); ok {
+		// A chunk as sdk/client sends it: its base64 is decoded straight
+		// from the frame, without a JSON pass over megabytes.
+		if err := decodeParams(rest, &in); err != nil {
+			return nil, err
+		}
+		if in.B64 != nil || in.Text != nil {
+			return nil, rpc.Errorf(rpc.InvalidParams, "blob.put takes exactly one of {\"b64\": \"<base64>\"} or {\"text\": \"<string>\"}")
+		}
+		data = make([]byte, base64.StdEncoding.DecodedLen(len(b64)))
+		n, err := base64.StdEncoding.Decode(data, b64)
+		if err != nil {
+			return nil, rpc.Errorf(rpc.InvalidParams, "blob.put: b64 is not standard base64 (%v); encode with padding, alphabet A-Z a-z 0-9 + /", err)
+		}
+		data = data[:n]
+		empty := ""
+		in.B64 = &empty // decoded already
+	} else if err := decodeParams(params, &in); err != nil {
 		return nil, err
 	}
-	var data []byte
 	switch {
+	case data != nil:
 	case (in.B64 == nil) == (in.Text == nil):
 		return nil, rpc.Errorf(rpc.InvalidParams, "blob.put takes exactly one of {\"b64\": \"<base64>\"} or {\"text\": \"<string>\"}")
 	case in.Text != nil:
@@ -309,7 +344,10 @@ func (p *Provider) blobPut(ctx context.Context, c *core.Caller, params json.RawM
 		}
 	}
 	if int64(len(data)) > p.ceiling {
-		return nil, rpc.Errorf(rpc.TooLarge, "blob.put: %d bytes is above the raw ceiling of %d bytes; store smaller pieces", len(data), p.ceiling)
+		return nil, rpc.Errorf(rpc.TooLarge, "blob.put: %d bytes is above the raw ceiling of %d bytes; send them in chunks (\"more\": true, then \"upload\")", len(data), p.ceiling)
+	}
+	if in.More || in.Upload != "" {
+		return p.chunked(in, data)
 	}
 	hash, err := p.store.Put(data)
 	if err != nil {
@@ -322,6 +360,26 @@ func (p *Provider) blobPut(ctx context.Context, c *core.Caller, params json.RawM
 		return nil, fmt.Errorf("blob.put: %w", err)
 	}
 	return BlobPutResult{Ref: cas.Ref(hash), Hash: hash, Size: int64(len(data))}, nil
+}
+
+// cutB64 splits params that start with a plain "b64" string member (no
+// escapes) into its bytes and the other members as an object.
+func cutB64(params []byte) (b64, rest []byte, ok bool) {
+	const key = `{"b64":"`
+	if !bytes.HasPrefix(params, []byte(key)) {
+		return nil, nil, false
+	}
+	end := bytes.IndexByte(params[len(key):], '"')
+	if end < 0 {
+		return nil, nil, false
+	}
+	b64 = params[len(key) : len(key)+end]
+	if bytes.IndexByte(b64, '\\') >= 0 {
+		return nil, nil, false
+	}
+	after := bytes.TrimLeft(params[len(key)+end+1:], " \t\r\n")
+	after = bytes.TrimPrefix(after, []byte(","))
+	return b64, append([]byte("{"), after...), true
 }
 
 func decodeParams(params json.RawMessage, into any) error {

@@ -1,0 +1,164 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+
+	"github.com/shoal-sh/shoal/core/rpc"
+
+	"github.com/zeebo/blake3"
+)
+
+// BlobChunk is the size of one chunk of BlobPut and BlobGet: large enough
+// that the round trips cost little next to the bytes, small enough that
+// neither side holds much.
+const BlobChunk = 1 << 20
+
+// BlobPutResult is what BlobPut stored.
+type BlobPutResult struct {
+	Ref  string `json:"ref"`
+	Hash string `json:"hash"`
+	Size int64  `json:"size"`
+}
+
+// BlobPut stores everything r gives, of any size, in the content store,
+// in chunks of BlobChunk bytes (blob.put with more/upload).
+func (c *Client) BlobPut(ctx context.Context, r io.Reader) (*BlobPutResult, error) {
+	cur, next := make([]byte, BlobChunk), make([]byte, BlobChunk)
+	n, err := readChunk(r, cur)
+	if err != nil {
+		return nil, err
+	}
+	var upload string
+	var sent int64
+	for {
+		// Read one chunk ahead: the chunk sent last must say so.
+		m, err := 0, error(nil)
+		if n == len(cur) {
+			if m, err = readChunk(r, next); err != nil {
+				return nil, err
+			}
+		}
+		last := m == 0
+		// Built by hand: base64 needs no escaping, and encoding/json
+		// would scan every byte of it to find that out.
+		params := make([]byte, 0, 96+base64.StdEncoding.EncodedLen(n))
+		params = append(params, `{"b64":"`...)
+		params = base64.StdEncoding.AppendEncode(params, cur[:n])
+		params = append(params, '"')
+		if !last {
+			params = append(params, `,"more":true`...)
+		}
+		if upload != "" {
+			params = append(params, `,"upload":`...)
+			params = strconv.AppendQuote(params, upload)
+			params = append(params, `,"offset":`...)
+			params = strconv.AppendInt(params, sent, 10)
+		}
+		params = append(params, '}')
+		if last {
+			var res BlobPutResult
+			if err := c.Call(ctx, "blob.put", rpc.Encoded(params), &res); err != nil {
+				return nil, err
+			}
+			return &res, nil
+		}
+		var res struct {
+			Upload string `json:"upload"`
+			Size   int64  `json:"size"`
+		}
+		if err := c.Call(ctx, "blob.put", rpc.Encoded(params), &res); err != nil {
+			return nil, err
+		}
+		upload, sent = res.Upload, res.Size
+		cur, next, n = next, cur, m
+	}
+}
+
+// readChunk fills buf as far as r goes; the end of r is no error.
+func readChunk(r io.Reader, buf []byte) (int, error) {
+	n, err := io.ReadFull(r, buf)
+	if err == io.EOF || err == io.ErrUnexpectedEOF {
+		err = nil
+	}
+	if err != nil {
+		return n, fmt.Errorf("read blob: %w", err)
+	}
+	return n, nil
+}
+
+// BlobGet writes blob hash to w in ranges of BlobChunk bytes and checks
+// the blake3 of all of it against the hash; a mismatch is an error after
+// the bytes were written. It returns the blob's size.
+func (c *Client) BlobGet(ctx context.Context, hash string, w io.Writer) (int64, error) {
+	h := blake3.New()
+	var off, size int64 = 0, -1
+	for size < 0 || off < size {
+		var raw json.RawMessage
+		if err := c.Call(ctx, "blob.get", map[string]any{"hash": hash, "offset": off, "length": BlobChunk}, &raw); err != nil {
+			return 0, err
+		}
+		res, err := parseRange(raw)
+		if err != nil {
+			return 0, fmt.Errorf("blob.get answer: %w", err)
+		}
+		data := res.data
+		if size < 0 {
+			size, hash = res.size, res.hash
+		}
+		if len(data) == 0 && off < size {
+			return 0, fmt.Errorf("blob.get: empty range at %d of %d bytes", off, size)
+		}
+		if _, err := w.Write(data); err != nil {
+			return 0, err
+		}
+		h.Write(data)
+		off += int64(len(data))
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); got != hash {
+		return size, fmt.Errorf("blob %s: the bytes received hash to %s", hash, got)
+	}
+	return size, nil
+}
+
+type blobRange struct {
+	hash string
+	size int64
+	data []byte
+}
+
+// parseRange reads a ranged blob.get answer. The kernel sends the base64
+// last and unescaped, so it is cut out and decoded without a JSON pass
+// over it; anything else goes through encoding/json.
+func parseRange(raw []byte) (blobRange, error) {
+	const key = `,"b64":"`
+	if i := bytes.LastIndex(raw, []byte(key)); i >= 0 && bytes.HasSuffix(raw, []byte(`"}`)) {
+		b64 := raw[i+len(key) : len(raw)-2]
+		if bytes.IndexByte(b64, '"') < 0 && bytes.IndexByte(b64, '\\') < 0 {
+			var head struct {
+				Hash string `json:"hash"`
+				Size int64  `json:"size"`
+			}
+			rest := append(append([]byte(nil), raw[:i]...), '}')
+			if err := json.Unmarshal(rest, &head); err != nil {
+				return blobRange{}, err
+			}
+			data := make([]byte, base64.StdEncoding.DecodedLen(len(b64)))
+			n, err := base64.StdEncoding.Decode(data, b64)
+			return blobRange{head.Hash, head.Size, data[:n]}, err
+		}
+	}
+	var r struct {
+		Hash string `json:"hash"`
+		Size int64  `json:"size"`
+		B64  []byte `json:"b64"`
+	}
+	err := json.Unmarshal(raw, &r)
+	return blobRange{r.Hash, r.Size, r.B64}, err
+}
