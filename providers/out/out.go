@@ -52,10 +52,10 @@ type entry struct {
 	size    int
 	marks   []string
 	v       value.Value // nil when spilled
-	hash    blobID // zero while the value is only in memory
-	pending bool   // reserved, value not recorded yet
-	moving  bool   // being moved to the content store (see spillOldest)
-	gone    string // why its value is not there (from before a restart)
+	hash    blobID      // zero while the value is only in memory
+	pending bool        // reserved, value not recorded yet
+	moving  bool        // being moved to the content store (see spillOldest)
+	gone    string      // why its value is not there (from before a restart)
 }
 
 func (e *entry) Entry() Entry {
@@ -100,7 +100,7 @@ type Transcript struct {
 	blobs     core.Blobs
 	parts     *spill.Reader // nil: spill through blobs, read values whole
 	threshold int64
-	memory    int64 // bound of the values kept in memory, bytes of encoding
+	memory    int64  // bound of the values kept in memory, bytes of encoding
 	dir       string // the durable index's directory; "" when memory only
 
 	mu       sync.Mutex
