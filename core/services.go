@@ -109,6 +109,9 @@ type ExecRequest struct {
 	SkipPolicy bool `json:"-"`
 	// PlanRef is the plan being applied, echoed in the journal row.
 	PlanRef string `json:"-"`
+	// ProgressKey, when set, lets the caller follow the run's progress
+	// with exec.progress {key} while it runs.
+	ProgressKey string `json:"progress_key,omitempty"`
 }
 
 // ExecReply is an execution reply (SPEC X6).

@@ -326,3 +326,52 @@ func TestScenarioRestart(t *testing.T) {
 	}
 	ty.report()
 }
+
+// TestScenarioProgress: a call with a progressToken gets
+// notifications/progress while its execution runs: growing progress, and
+// a message with the output so far and its last line.
+func TestScenarioProgress(t *testing.T) {
+	sd := newStateDir(t)
+	p := startStdio(t, sd, "agent:test")
+	req := mcp.CallToolRequest{}
+	req.Params.Name = "shoal_exec"
+	req.Params.Arguments = map[string]any{"source": "for i in $(seq 1 10); do echo step $i; sleep 0.25; done"}
+	req.Params.Meta = &mcp.Meta{ProgressToken: "tok-1"}
+	ctx, cancel := p.ctx()
+	defer cancel()
+	res, err := p.c.CallTool(ctx, req)
+	if err != nil || res.IsError {
+		t.Fatalf("exec: %v %v", err, res)
+	}
+	var got []map[string]any
+	for {
+		select {
+		case n := <-p.notes:
+			if n.Method == string(mcp.MethodNotificationProgress) {
+				b, _ := json.Marshal(n.Params)
+				var m map[string]any
+				json.Unmarshal(b, &m)
+				got = append(got, m)
+			}
+			continue
+		default:
+		}
+		break
+	}
+	if len(got) == 0 {
+		t.Fatal("no notifications/progress for a 2.5 s execution")
+	}
+	last := 0.0
+	for _, m := range got {
+		pr, _ := m["progress"].(float64)
+		if m["progressToken"] != "tok-1" || pr <= last {
+			t.Fatalf("progress %v after %v", m, last)
+		}
+		last = pr
+	}
+	msg, _ := got[len(got)-1]["message"].(string)
+	if !strings.Contains(msg, "last: step ") || !strings.Contains(msg, "lines") {
+		t.Errorf("progress message %q", msg)
+	}
+	t.Logf("%d progress notifications over a 2.5 s run; last: %q", len(got), msg)
+}

@@ -420,7 +420,14 @@ func (f *Facade) toolExec(ctx context.Context, req mcp.CallToolRequest) (*mcp.Ca
 	if a.TimeoutMS != nil {
 		timeout = *a.TimeoutMS
 	}
-	return f.execLike(ctx, "exec", map[string]any{"source": a.Source, "timeout_ms": timeout, "background": a.Background}, a.Typed)
+	params := map[string]any{"source": a.Source, "timeout_ms": timeout, "background": a.Background}
+	if req.Params.Meta != nil && req.Params.Meta.ProgressToken != nil && !a.Background {
+		key := progressKeyFor()
+		params["progress_key"] = key
+		stop := f.reportProgress(ctx, req.Params.Meta.ProgressToken, key)
+		defer stop()
+	}
+	return f.execLike(ctx, "exec", params, a.Typed)
 }
 
 func (f *Facade) toolApply(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {

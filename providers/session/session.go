@@ -73,6 +73,10 @@ type Provider struct {
 	mu       sync.Mutex
 	sessions map[string]*sess
 	closed   bool
+
+	// running are the executions followed with exec.progress, by
+	// session and key.
+	running sync.Map
 }
 
 type sess struct {
@@ -290,9 +294,10 @@ func (p *Provider) Environ(session string) []string {
 }
 
 type execParams struct {
-	Source     string `json:"source"`
-	TimeoutMS  int64  `json:"timeout_ms"`
-	Background bool   `json:"background"`
+	Source      string `json:"source"`
+	TimeoutMS   int64  `json:"timeout_ms"`
+	Background  bool   `json:"background"`
+	ProgressKey string `json:"progress_key"`
 }
 
 // Methods implements core.MethodProvider.
@@ -303,7 +308,7 @@ func (p *Provider) Methods() map[string]core.Method {
 			if err := decode(raw, &ep); err != nil {
 				return nil, err
 			}
-			b, err := p.exec(ctx, c, core.ExecRequest{Source: ep.Source, TimeoutMS: ep.TimeoutMS, Background: ep.Background}, true)
+			b, err := p.exec(ctx, c, core.ExecRequest{Source: ep.Source, TimeoutMS: ep.TimeoutMS, Background: ep.Background, ProgressKey: ep.ProgressKey}, true)
 			if err != nil {
 				return nil, err
 			}
@@ -312,6 +317,7 @@ func (p *Provider) Methods() map[string]core.Method {
 			}
 			return b.reply, nil
 		},
+		"exec.progress": p.execProgress,
 	}
 }
 
@@ -408,6 +414,11 @@ func (p *Provider) exec(ctx context.Context, c *core.Caller, req core.ExecReques
 	runCtx, cancel := context.WithCancel(context.Background())
 	started := time.Now()
 	live := &shell.Live{}
+	if req.ProgressKey != "" {
+		key := progressKey{c.Session, req.ProgressKey}
+		p.running.Store(key, &followed{live: live, started: started, ref: entry.Ref})
+		defer p.running.Delete(key)
+	}
 	// A caller that cancels its request (rpc.CancelMethod, which the MCP
 	// facade sends for notifications/cancelled) ends the run while it is
 	// the request's own; once it became a task only task.cancel ends it.
