@@ -200,3 +200,68 @@ func mustIDB(b *testing.B, ref string) uint64 {
 	}
 	return n
 }
+
+// BenchmarkEchoRatio is BenchmarkEcho with the two round trips
+// interleaved in one loop, so machine noise hits both alike, reporting
+// the ratio of their medians (target: Shoal ≤ 3× raw).
+func BenchmarkEchoRatio(b *testing.B) {
+	m := New()
+	defer m.Close()
+	ctx := context.Background()
+	s, err := m.Open(ctx, alice, OpenOptions{Command: echoProgram, Cols: 80, Rows: 24})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := m.Write(ctx, alice.Session, s.PTY, Input{Text: "ready\r"}); err != nil {
+		b.Fatal(err)
+	}
+	waitLine(b, m, s.PTY, "ready")
+	cmd := exec.Command("/bin/sh", "-c", echoProgram)
+	f, err := pty.Start(cmd)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		_ = f.Close()
+	}()
+	buf := make([]byte, 4096)
+	var seen []byte
+	readUntil := func(want []byte) {
+		for !bytes.Contains(seen, want) {
+			n, err := f.Read(buf)
+			if err != nil {
+				b.Fatal(err)
+			}
+			seen = append(seen, buf[:n]...)
+		}
+		seen = seen[:0]
+	}
+	if _, err := f.WriteString("ready\r"); err != nil {
+		b.Fatal(err)
+	}
+	readUntil([]byte("ready\r\n"))
+	var shoal, raw []time.Duration
+	for i := 0; b.Loop(); i++ {
+		line := "line-" + strconv.Itoa(i)
+		t0 := time.Now()
+		if _, err := m.Write(ctx, alice.Session, s.PTY, Input{Text: line + "\r"}); err != nil {
+			b.Fatal(err)
+		}
+		waitLine(b, m, s.PTY, line)
+		shoal = append(shoal, time.Since(t0))
+		t0 = time.Now()
+		if _, err := f.WriteString(line + "\r"); err != nil {
+			b.Fatal(err)
+		}
+		readUntil([]byte(line + "\r\n"))
+		raw = append(raw, time.Since(t0))
+	}
+	slices.Sort(shoal)
+	slices.Sort(raw)
+	sp, rp := shoal[len(shoal)/2], raw[len(raw)/2]
+	b.ReportMetric(float64(sp.Nanoseconds()), "shoal-p50-ns")
+	b.ReportMetric(float64(rp.Nanoseconds()), "raw-p50-ns")
+	b.ReportMetric(float64(sp)/float64(rp), "ratio")
+}

@@ -261,7 +261,9 @@ func (t *terminal) answer() {
 		// Emulator.Read only reads the pipe; it needs no lock.
 		n, err := t.emu.Read(buf)
 		if n > 0 {
-			t.in.push(buf[:n])
+			// Straight to the master when nothing waits before it, so a
+			// keystroke takes no hop through the feed goroutine.
+			t.in.pushOrWrite(buf[:n], t.tryWrite)
 		}
 		if err != nil {
 			return
@@ -543,6 +545,27 @@ func (t *terminal) shutdown(grace time.Duration) {
 	})
 }
 
+// tryWrite writes p to the master without waiting and returns how much
+// went (0 when the terminal's input buffer is full or the master closed).
+func (t *terminal) tryWrite(p []byte) int {
+	rc, err := t.ptmx.SyscallConn()
+	if err != nil {
+		return 0
+	}
+	written := 0
+	_ = rc.Write(func(fd uintptr) bool {
+		for written < len(p) {
+			n, err := unix.Write(int(fd), p[written:])
+			if err != nil || n <= 0 {
+				break
+			}
+			written += n
+		}
+		return true // never wait: what is left goes to the queue
+	})
+	return written
+}
+
 // inputQueue buffers bytes for the master. push never blocks, so the
 // emulator's replies to queries cannot stall the pump even when the
 // program stops reading its input.
@@ -567,6 +590,29 @@ func (q *inputQueue) push(p []byte) {
 	select {
 	case q.ready <- struct{}{}:
 	default:
+	}
+}
+
+// pushOrWrite is push for the queue's only producer (the answer
+// goroutine): when nothing is queued or being written, it first tries
+// write, which must not block, and queues only what did not go. Order is
+// kept: while write runs the bytes count as in flight, so feed finds the
+// queue busy, and nobody else pushes meanwhile.
+func (q *inputQueue) pushOrWrite(p []byte, write func([]byte) int) {
+	q.mu.Lock()
+	if len(q.buf) > 0 || q.inflight > 0 || q.closed {
+		q.mu.Unlock()
+		q.push(p)
+		return
+	}
+	q.inflight = len(p)
+	q.mu.Unlock()
+	n := write(p)
+	q.mu.Lock()
+	q.inflight = 0
+	q.mu.Unlock()
+	if n < len(p) {
+		q.push(p[n:])
 	}
 }
 
