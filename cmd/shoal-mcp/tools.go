@@ -170,7 +170,8 @@ Big values come back elided with a note saying what was cut. Drill down instead 
     "effects": {"type": "array"},
     "reversible": {"type": "boolean"},
     "verdict": {"type": "string", "enum": ["allow", "ask", "deny"]},
-    "approval": {"type": "string"}
+    "approval": {"type": "string"},
+    "next": {"type": "string", "description": "what to do with the plan next"}
   },
   "required": ["ref", "effects", "reversible", "verdict", "approval"]
 }`,
@@ -805,16 +806,23 @@ func (f *Facade) toolPlan(ctx context.Context, req mcp.CallToolRequest) (*mcp.Ca
 	if effects := strings.Join(stringList(m["effects"]), "; "); effects != "" {
 		fmt.Fprintf(&b, "effects: %s\n", effects)
 	}
+	var next string
 	switch {
 	case verdict == "deny" || approval == "rejected":
-		b.WriteString("It will not run: change the command.\n")
+		next = "It will not run: change the command."
 	case verdict == "allow" || approval == "approved":
-		fmt.Fprintf(&b, "Next: shoal_apply {\"plan\": %q} runs it.\n", ref)
+		next = fmt.Sprintf("shoal_apply {\"plan\": %q} runs it.", ref)
 	default:
-		fmt.Fprintf(&b, "Next: shoal_apply {\"plan\": %q} asks the person in this host to approve it when the host can show a form; otherwise a human approves it first (%s).\n", ref, f.approveCommand(ref))
+		next = fmt.Sprintf("shoal_apply {\"plan\": %q} asks the person in this host to approve it when the host can show a form; otherwise a human approves it first (%s).", ref, f.approveCommand(ref))
 	}
+	if strings.HasPrefix(next, "shoal_apply") {
+		b.WriteString("Next: ")
+	}
+	b.WriteString(next + "\n")
 	b.WriteString(indentJSON(raw))
-	return result(b.String(), m), nil
+	o := objOf(raw, m)
+	o.set("next", next)
+	return modelResult(b.String(), o), nil
 }
 
 func (f *Facade) toolPTYOpen(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -852,11 +860,39 @@ func (f *Facade) toolPTYRead(ctx context.Context, req mcp.CallToolRequest) (*mcp
 }
 
 func (f *Facade) screenCall(ctx context.Context, method string, params any) (*mcp.CallToolResult, error) {
-	m, _, err := f.callObject(ctx, method, params)
+	m, raw, err := f.callObject(ctx, method, params)
 	if err != nil {
 		return toolFailure(err), nil
 	}
-	return result(screenText(m), m), nil
+	o := objOf(raw, m)
+	// Trailing blanks and empty rows carry nothing.
+	if lines, ok := o.get("lines").([]any); ok {
+		trimmed := make([]any, 0, len(lines))
+		for _, l := range lines {
+			str, _ := l.(string)
+			trimmed = append(trimmed, strings.TrimRight(str, " "))
+		}
+		for len(trimmed) > 0 && trimmed[len(trimmed)-1] == "" {
+			trimmed = trimmed[:len(trimmed)-1]
+		}
+		o.set("lines", trimmed)
+	}
+	return modelResult(screenText(m), o), nil
+}
+
+// objOf is a kernel answer as an ordered object (m's members when it
+// does not decode so).
+func objOf(raw json.RawMessage, m map[string]any) *obj {
+	if d, err := decodeInOrder(raw); err == nil {
+		if o, ok := d.(*obj); ok {
+			return o
+		}
+	}
+	o := newObj()
+	for k, v := range m {
+		o.set(k, v)
+	}
+	return o
 }
 
 // screenText shows a terminal screen: a status line, then its rows.
@@ -991,7 +1027,7 @@ func (f *Facade) toolWait(ctx context.Context, req mcp.CallToolRequest) (*mcp.Ca
 		b.WriteString("\n")
 		b.WriteString(indentJSON(state.State))
 	}
-	return result(b.String(), m), nil
+	return modelResult(b.String(), objOf(raw, m)), nil
 }
 
 // indentJSON pretty-prints a kernel answer, keeping its field order.
