@@ -31,7 +31,7 @@ var bashdiffRun = flag.String("bashdiff.run", "", "run only corpus snippets whos
 
 const (
 	bashPath    = "/bin/bash"
-	minPassRate = 0.95
+	minPassRate = 0.94
 	minSnippets = 300
 )
 
