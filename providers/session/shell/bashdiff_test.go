@@ -178,6 +178,7 @@ func runBash(t *testing.T, dir, src string) outcome {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bashPath, "-c", src)
+	cmd.Args[0] = "bash" // $0 and the prefix of messages, as a host's bash -c
 	cmd.Dir = dir
 	cmd.Env = corpusEnv(dir)
 	var out, errb bytes.Buffer

@@ -146,6 +146,7 @@ func Parse(src string) (*syntax.File, error) {
 	f, err := p.Parse(strings.NewReader(src), "")
 	if err == nil {
 		bashTree(f)
+		f.Name = "bash" // $0, as in bash -c
 	}
 	return f, err
 }
