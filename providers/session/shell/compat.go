@@ -50,6 +50,8 @@ func bashCalls(h interp.CallHandlerFunc) interp.CallHandlerFunc {
 			return shoptCall(args), nil
 		case "unset":
 			return unsetCall(hc, args), nil
+		case "getopts":
+			return getoptsCall(args), nil
 		}
 		return args, nil
 	}
@@ -174,6 +176,26 @@ func definesFunc(ctx context.Context, name string) bool {
 	}
 	_, ok := ru.e.Func(name)
 	return ok
+}
+
+// getoptsCall words getopts' complaints as bash does ("bash: illegal
+// option -- z"): the interpreter's getopts runs silent (a leading ':'),
+// and the bad option is reported here, leaving NAME '?' and OPTARG unset
+// as bash's reporting mode does.
+func getoptsCall(args []string) []string {
+	if len(args) < 3 || strings.HasPrefix(args[1], ":") || !syntax.ValidName(args[2]) {
+		return args
+	}
+	call := []string{"getopts", singleQuote(":" + args[1]), args[2]}
+	for _, a := range args[3:] {
+		call = append(call, singleQuote(a))
+	}
+	name := args[2]
+	script := "if " + strings.Join(call, " ") + "; then case $" + name + " in " +
+		`'?') echo "$0: illegal option -- $OPTARG" >&2; ` + name + `='?'; unset OPTARG;; ` +
+		`':') echo "$0: option requires an argument -- $OPTARG" >&2; ` + name + `='?'; unset OPTARG;; ` +
+		"esac; else (exit 1); fi"
+	return []string{"eval", script}
 }
 
 // failBuiltin is the name of a call that only reports an error the way
