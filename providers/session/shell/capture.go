@@ -120,8 +120,17 @@ func (c *capture) bytes() ([]byte, int64) {
 	defer c.mu.Unlock()
 	tailLen := len(c.tail)
 	dropped := c.total - int64(c.headLen) - int64(tailLen)
+	if c.total == 0 {
+		return nil, 0
+	}
+	// Exactly sized: the result's text shares this memory for as long as
+	// the value lives (in the transcript, maybe long), so no spare room.
 	const markerMax = 160 // the marker with three 19-digit counts
-	out := make([]byte, 0, c.headLen+tailLen+markerMax)
+	room := 0
+	if dropped > 0 {
+		room = markerMax
+	}
+	out := make([]byte, 0, c.headLen+tailLen+room)
 	for _, ch := range c.head {
 		out = append(out, ch...)
 	}
