@@ -170,8 +170,15 @@ func (s *Subscription) run(cursor uint64) {
 			if s.batch != nil {
 				// Woken by one publish: let the publisher run on before
 				// taking the batch, so that under a burst each wake-up
-				// and each write carries many events, not one.
-				runtime.Gosched()
+				// and each write carries many events, not one. Yield
+				// again while events keep coming (a few times at most).
+				for range 4 {
+					before := c.next.Load()
+					runtime.Gosched()
+					if c.next.Load() == before || c.next.Load()-cursor >= writerBatch {
+						break
+					}
+				}
 			}
 			continue
 		}
