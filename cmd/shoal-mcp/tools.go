@@ -467,7 +467,7 @@ func (f *Facade) execLike(ctx context.Context, method string, params any, typed 
 	if err != nil {
 		return toolFailure(err), nil
 	}
-	if next != "" && m["state"] != "running" {
+	if next != "" {
 		text += "\nnext: " + next
 	}
 	return modelResult(text, o), nil
@@ -594,7 +594,7 @@ func execText(m map[string]any) string {
 	var b strings.Builder
 	switch state {
 	case "running":
-		fmt.Fprintf(&b, "%s running as %s. shoal_wait {\"target\":%q, \"timeout_ms\":30000} waits for it; shoal_get {\"target\":%q} then reads its value.", ref, task, task, ref)
+		fmt.Fprintf(&b, "%s running as %s; once it ended, shoal_get {\"target\":%q} reads its value.", ref, task, ref)
 	default:
 		status := "ok"
 		if m["ok"] != true {

@@ -143,7 +143,7 @@ func TestExecText(t *testing.T) {
 		{`{"ref":"out:3","ok":true,"exit":0,"state":"completed","duration_ns":1500000,"effects":["proc.spawn"],"preview_text":"hi"}`,
 			[]string{"out:3 ok, exit 0", "effects: proc.spawn", "\nhi"}},
 		{`{"ref":"out:4","ok":false,"exit":2,"state":"failed","preview_text":"boom"}`, []string{"out:4 failed, exit 2", "boom"}},
-		{`{"ref":"out:5","ok":null,"exit":null,"state":"running","task":"task:2"}`, []string{"out:5 running as task:2", `"target":"task:2"`}},
+		{`{"ref":"out:5","ok":null,"exit":null,"state":"running","task":"task:2"}`, []string{"out:5 running as task:2", `"target":"out:5"`}},
 		{`{"ref":"out:6","ok":true,"exit":0,"val_ref":"val:blake3:ab","marks":["env"]}`, []string{"out:6 ok", "val:blake3:ab", "marks: env"}},
 	} {
 		var m map[string]any
