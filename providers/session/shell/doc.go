@@ -25,6 +25,18 @@
 // through pipes. The differential corpus in testdata/bash measures the
 // whole against GNU bash.
 //
+// # Bash fidelity
+//
+// Where the interpreter reads or runs bash otherwise, the evaluator
+// corrects it without changing the interpreter: the parsed tree is
+// adjusted ([bashTree]: function definitions followed by && or ||, ${10},
+// associative array counts and appends), the call handler rewrites
+// builtins that fall short ([bashCalls]: printf, test and [, read -d/-n,
+// cd, getopts, …) to Shoal's own versions or to an eval of what bash would
+// do, and the open handler serves /dev/stdout and friends from the
+// command's own streams. The corpus in testdata/bash measures the result
+// against GNU bash; TestBashCorpus runs it.
+//
 // # Processes
 //
 // External commands run as real processes, each in its own process group,
