@@ -63,6 +63,9 @@ func blobGetCommand() *command {
 				}
 			}
 			if err != nil {
+				if pos[1] != "-" {
+					os.Remove(pos[1]) // no partial or unchecked file is left
+				}
 				return err
 			}
 			if pos[1] != "-" && !*x.cf.json {
