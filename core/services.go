@@ -112,6 +112,9 @@ type ExecRequest struct {
 	// ProgressKey, when set, lets the caller follow the run's progress
 	// with exec.progress {key} while it runs.
 	ProgressKey string `json:"progress_key,omitempty"`
+	// Widen are paths an approved plan may write beyond the session's
+	// confinement: its run gets a fresh domain with them added.
+	Widen []string `json:"-"`
 }
 
 // ExecReply is an execution reply (SPEC X6).

@@ -3,6 +3,9 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"github.com/shoal-sh/shoal/internal/testkernel"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -38,8 +41,14 @@ func TestApprovalInHost(t *testing.T) {
 	dir := t.TempDir()
 	who := &person{decision: "approve", reason: "scratch dir"}
 	p := startHost(t, sd, dir, hostClient{elicit: who})
-	p.sh("mkdir -p build && touch build/a.o")
-	plan, text := p.callOK("shoal_plan", map[string]any{"source": "rm -rf build"})
+	// Outside the session's writable paths: only an approved plan may
+	// delete it (inside them, a confined session may without asking).
+	out := testkernel.ShortDir(t)
+	build, keep := filepath.Join(out, "build"), filepath.Join(out, "keep")
+	os.MkdirAll(build, 0o755)
+	os.WriteFile(filepath.Join(build, "a.o"), nil, 0o644)
+	os.MkdirAll(keep, 0o755)
+	plan, text := p.callOK("shoal_plan", map[string]any{"source": "rm -rf " + build})
 	ref := plan["ref"].(string)
 	if plan["approval"] != "pending" || !strings.Contains(text, "asks the person in this host") || !strings.Contains(text, "--session "+projectSession(dir)) {
 		t.Fatalf("plan: %v\n%s", plan, text)
@@ -51,8 +60,8 @@ func TestApprovalInHost(t *testing.T) {
 	if !strings.Contains(resultText(res), "The person approved "+ref) {
 		t.Errorf("apply text: %s", resultText(res))
 	}
-	if got := p.sh("ls build 2>/dev/null | wc -l"); got != "0" {
-		t.Errorf("build still there after the approved plan ran: %q", got)
+	if _, err := os.Stat(build); !os.IsNotExist(err) {
+		t.Errorf("build still there after the approved plan ran: %v", err)
 	}
 	who.mu.Lock()
 	if len(who.shown) != 1 {
@@ -60,7 +69,7 @@ func TestApprovalInHost(t *testing.T) {
 	}
 	form := who.shown[0]
 	who.mu.Unlock()
-	for _, want := range []string{"rm -rf build", "fs.delete", dir + "/build", "Verdict: ask", "recursive delete", ref} {
+	for _, want := range []string{"rm -rf " + build, "fs.delete", build, "Verdict: ask", "outside this session's writable paths", ref} {
 		if !strings.Contains(form.Message, want) {
 			t.Errorf("the form does not show %q:\n%s", want, form.Message)
 		}
@@ -102,13 +111,12 @@ func TestApprovalInHost(t *testing.T) {
 	}
 
 	who.decision, who.reason = "reject", "not today"
-	p.sh("mkdir -p keep")
-	plan2, _ := p.callOK("shoal_plan", map[string]any{"source": "rm -rf keep"})
+	plan2, _ := p.callOK("shoal_plan", map[string]any{"source": "rm -rf " + keep})
 	res = p.call("shoal_apply", map[string]any{"plan": plan2["ref"].(string)})
 	if !res.IsError || !strings.Contains(resultText(res), "rejected") || !strings.Contains(resultText(res), "not today") {
 		t.Errorf("apply after the person rejected: %s", resultText(res))
 	}
-	if got := p.sh("test -d keep && echo kept"); got != "kept" {
+	if _, err := os.Stat(keep); err != nil {
 		t.Errorf("a rejected plan ran")
 	}
 }

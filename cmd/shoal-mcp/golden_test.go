@@ -93,7 +93,7 @@ func goldenSteps() []goldenStep {
 		{name: "exec_pwd", method: "tools/call", params: goldenCall("shoal_exec", map[string]any{"source": "pwd"})},
 		// A plan of a risky command: analysed, never run; then its other
 		// forms (short ref, URI, resources/list entry).
-		{name: "plan_risky", method: "tools/call", params: goldenCall("shoal_plan", map[string]any{"source": "rm -rf build"})},
+		{name: "plan_risky", method: "tools/call", params: goldenCall("shoal_plan", map[string]any{"source": "git push --force origin main"})},
 		{name: "get_plan", method: "tools/call", params: goldenCall("shoal_get", map[string]any{"target": goldenPlanRef})},
 		{name: "read_plan", method: "resources/read", params: map[string]any{"uri": "shoal://plan/" + goldenPlanHex}},
 		{name: "resources_list_plan", method: "resources/list", params: map[string]any{}},

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/shoal-sh/shoal/internal/testkernel"
 	"io"
 	"net/http"
 	"os"
@@ -67,11 +68,12 @@ type stateDir struct {
 
 func newStateDir(t testing.TB) *stateDir {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "shl")
+	dir, err := os.MkdirTemp(testkernel.StateParent(), "shl")
 	if err != nil {
 		t.Fatal(err)
 	}
 	sd := &stateDir{dir: dir}
+	testkernel.AllowTempWrites(t, dir)
 	t.Cleanup(func() {
 		sd.stopKernel(t)
 		os.RemoveAll(dir)

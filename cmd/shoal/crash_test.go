@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/shoal-sh/shoal/internal/testkernel"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -66,7 +67,7 @@ func TestKillNineKernel(t *testing.T) {
 	if testing.Short() {
 		t.Skip("kills and restarts a kernel several times")
 	}
-	dir, err := os.MkdirTemp("", "shc")
+	dir, err := os.MkdirTemp(testkernel.StateParent(), "shc")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +158,7 @@ func TestKillNineKernel(t *testing.T) {
 // TestCorruptJournalRefused: a journal file that is not a journal stops
 // the kernel with a message naming it, instead of starting empty.
 func TestCorruptJournalRefused(t *testing.T) {
-	dir, err := os.MkdirTemp("", "shj")
+	dir, err := os.MkdirTemp(testkernel.StateParent(), "shj")
 	if err != nil {
 		t.Fatal(err)
 	}

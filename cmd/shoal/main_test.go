@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"github.com/shoal-sh/shoal/internal/testkernel"
 	"net"
 	"os"
 	"os/exec"
@@ -32,7 +33,7 @@ func TestScripts(t *testing.T) {
 	testscript.Run(t, testscript.Params{
 		Dir: "testdata/script",
 		Setup: func(env *testscript.Env) error {
-			dir, err := os.MkdirTemp("", "shs")
+			dir, err := os.MkdirTemp(testkernel.StateParent(), "shs")
 			if err != nil {
 				return err
 			}

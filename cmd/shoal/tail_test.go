@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"github.com/shoal-sh/shoal/internal/testkernel"
 	"os"
 	"path/filepath"
 	"strings"
@@ -45,7 +46,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 // TestTailReconnects: events tail outlives its kernel. When a new kernel
 // comes up it reconnects, and goes on after the last seq it printed.
 func TestTailReconnects(t *testing.T) {
-	dir, err := os.MkdirTemp("", "sht")
+	dir, err := os.MkdirTemp(testkernel.StateParent(), "sht")
 	if err != nil {
 		t.Fatal(err)
 	}

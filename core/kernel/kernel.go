@@ -638,15 +638,16 @@ func (k *Kernel) attach(c *conn, raw json.RawMessage) (any, error) {
 	k.mu.Unlock()
 	k.attached(c)
 	return map[string]any{
-		"session":    caller.Session,
-		"principal":  caller.Principal,
-		"grants":     nonNil(caller.Grants),
-		"credential": caller.Credential,
-		"workspace":  workspace,
-		"cwd":        k.cwd(caller.Session),
-		"channels":   StaticChannels,
-		"epoch":      k.bus.Epoch(),
-		"kernel":     map[string]any{"version": Version, "pid": os.Getpid(), "state_dir": k.stateDir, "socket": k.socket},
+		"session":     caller.Session,
+		"principal":   caller.Principal,
+		"grants":      nonNil(caller.Grants),
+		"credential":  caller.Credential,
+		"workspace":   workspace,
+		"cwd":         k.cwd(caller.Session),
+		"confinement": k.confinement(caller.Session),
+		"channels":    StaticChannels,
+		"epoch":       k.bus.Epoch(),
+		"kernel":      map[string]any{"version": Version, "pid": os.Getpid(), "state_dir": k.stateDir, "socket": k.socket},
 	}, nil
 }
 
@@ -666,6 +667,20 @@ func nonNil(g core.Grants) []string {
 // session's live working directory.
 type SessionCwd interface {
 	Cwd(session string) string
+}
+
+// SessionConfinement is implemented by the sessions provider: how the OS
+// confines a session, and a summary for kernel.status.
+type SessionConfinement interface {
+	Confinement(session string) map[string]any
+	SandboxStatus() map[string]any
+}
+
+func (k *Kernel) confinement(session string) any {
+	if s, err := core.Lookup[SessionConfinement](k.host, ServiceSessions); err == nil {
+		return s.Confinement(session)
+	}
+	return map[string]any{"confined": false, "reason": "no session provider is loaded"}
 }
 
 func (k *Kernel) cwd(session string) string {

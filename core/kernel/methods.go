@@ -325,6 +325,9 @@ func (k *Kernel) status(context.Context, *conn, *core.Caller, json.RawMessage) (
 			out["journal"] = js.Stats()
 		}
 	}
+	if s, err := core.Lookup[SessionConfinement](k.host, ServiceSessions); err == nil {
+		out["sandbox"] = s.SandboxStatus()
+	}
 	if c, err := core.Lookup[interface{ Status() any }](k.host, core.ServiceCluster); err == nil {
 		out["cluster"] = c.Status()
 	}

@@ -45,6 +45,9 @@ const (
 
 	PrincipalRefused Code = -32040 // the credential may not attach this principal
 	AlreadyAttached  Code = -32041 // a second session.attach on one connection
+
+	SandboxUnavailable Code = -32050 // the policy requires confinement and the OS cannot provide it
+	Confined           Code = -32051 // the source writes outside the session's confinement: plan it
 )
 
 // CodeInfo documents one code.
@@ -86,6 +89,8 @@ var Codes = []CodeInfo{
 	{ClusterDown, "CLUSTER_UNAVAILABLE", "The cluster's NATS servers are unreachable: a shared-channel publish or a remote value is refused (nothing was published); local work goes on. Retry once `shoal status` shows the cluster connected."},
 	{PrincipalRefused, "PRINCIPAL_REFUSED", "The credential may not attach this principal: the agent token attaches only agent:* principals; a person's CLI uses operator.token."},
 	{AlreadyAttached, "ALREADY_ATTACHED", "The connection is attached already; one session.attach per connection: open another connection."},
+	{SandboxUnavailable, "SANDBOX_UNAVAILABLE", "The policy requires OS confinement (sandbox = \"required\") and this system cannot provide it (no Landlock); nothing was run. The message says how to opt out."},
+	{Confined, "OUTSIDE_SANDBOX", "The source would write outside the session's writable paths (workspace, temp dir, caches); nothing was run. Plan it: an approved plan widens the confinement for its own run."},
 }
 
 // Name returns the code's stable name, or "ERROR" for an unknown code.

@@ -304,7 +304,10 @@ func TestPolicyPlanApprove(t *testing.T) {
 	other := attach(t, dir, client.Options{Principal: "agent:other"})
 	human := attach(t, dir, client.Options{Principal: "human:owner"})
 	ctx := context.Background()
-	work := t.TempDir()
+	// A tree outside the session's writable paths (the test policy lets
+	// sessions write the temp dir): only an approved plan, whose run gets
+	// its targets added to the confinement, may delete it.
+	work := shortDir(t)
 	victim := filepath.Join(work, "tree")
 	os.MkdirAll(filepath.Join(victim, "sub"), 0o755)
 	os.WriteFile(filepath.Join(victim, "sub", "f"), []byte("12345"), 0o644)

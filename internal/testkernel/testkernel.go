@@ -5,8 +5,10 @@ package testkernel
 
 import (
 	"context"
+	"encoding/json"
 	"net"
 	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -16,11 +18,23 @@ import (
 	"github.com/shoal-sh/shoal/sdk/client"
 )
 
-// ShortDir returns a fresh directory under the system temp dir, removed
-// at cleanup.
+// StateParent is where tests make state directories: outside the system
+// temp dir when it can be. A state directory is never readable from a
+// session, so Landlock rules grant read (and, under [TestPolicy], write)
+// around it entry by entry; in /tmp, the test's own temp dirs made after
+// a session started would then be out of its reach.
+func StateParent() string {
+	if fi, err := os.Stat("/var/tmp"); err == nil && fi.IsDir() && filepath.Clean(os.TempDir()) != "/var/tmp" {
+		return "/var/tmp"
+	}
+	return ""
+}
+
+// ShortDir returns a fresh directory for a state directory (see
+// [StateParent]), removed at cleanup.
 func ShortDir(tb testing.TB) string {
 	tb.Helper()
-	d, err := os.MkdirTemp("", "shk")
+	d, err := os.MkdirTemp(StateParent(), "shk")
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -61,12 +75,35 @@ func Start(tb testing.TB, opts kernel.Options) *kernel.Kernel {
 	if opts.StateDir == "" {
 		opts.StateDir = ShortDir(tb)
 	}
+	AllowTempWrites(tb, opts.StateDir)
 	k, err := boot.NewKernel(opts)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	Serve(tb, k)
 	return k
+}
+
+// TestPolicy is the policy tests run under unless they write their own:
+// the default rules, and a sandbox that also lets sessions write in the
+// system temp dir, where tests keep their files. The state directory,
+// though it lies there too, stays unreachable (the rules grant around it).
+func TestPolicy() string {
+	q, _ := json.Marshal(os.TempDir())
+	return "[sandbox]\nwritable = [" + string(q) + "]\n"
+}
+
+// AllowTempWrites writes [TestPolicy] as stateDir's policy.toml unless
+// the directory already has one.
+func AllowTempWrites(tb testing.TB, stateDir string) {
+	tb.Helper()
+	p := filepath.Join(stateDir, "policy.toml")
+	if _, err := os.Stat(p); err == nil {
+		return
+	}
+	if err := os.WriteFile(p, []byte(TestPolicy()), 0o600); err != nil {
+		tb.Fatal(err)
+	}
 }
 
 // Attach connects to the kernel of stateDir; the client closes at cleanup.

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -384,7 +385,7 @@ func (p *Provider) Apply(ctx context.Context, c *core.Caller, ref string, timeou
 		release()
 		return nil, rpc.Errorf(rpc.Unavailable, "no executor is loaded, so plan %s cannot run now; it stays unapplied", rec.Ref)
 	}
-	reply, err := ex.Exec(ctx, c, core.ExecRequest{Source: rec.Source, TimeoutMS: timeoutMS, Kind: "plan.apply", SkipPolicy: true, PlanRef: rec.Ref})
+	reply, err := ex.Exec(ctx, c, core.ExecRequest{Source: rec.Source, TimeoutMS: timeoutMS, Kind: "plan.apply", SkipPolicy: true, PlanRef: rec.Ref, Widen: widenTargets(rec.EffectDetails)})
 	if err == nil && reply == nil {
 		err = rpc.Errorf(rpc.Internal, "the executor gave no reply for plan %s", rec.Ref)
 	}
@@ -449,4 +450,19 @@ func syntaxError(err error) error {
 		return rpc.Errorf(rpc.InvalidParams, "%v; fix the shell syntax and try again", err)
 	}
 	return rpc.Errorf(rpc.Internal, "analyze source: %v", err)
+}
+
+// widenTargets are the paths an approved plan may write beyond the
+// session's confinement, for its own run: the write and delete targets
+// the analyzer derived. A glob or dynamic target names no path and
+// widens nothing (the OS keeps holding that line).
+func widenTargets(effects []analyze.Effect) []string {
+	var out []string
+	for _, e := range effects {
+		if (e.Kind != "fs.write" && e.Kind != "fs.delete") || e.Glob || e.Dynamic || !filepath.IsAbs(e.Target) {
+			continue
+		}
+		out = append(out, e.Target)
+	}
+	return out
 }

@@ -13,6 +13,7 @@ import (
 	"mvdan.cc/sh/v3/syntax"
 
 	"github.com/shoal-sh/shoal/core"
+	"github.com/shoal-sh/shoal/core/policy"
 	"github.com/shoal-sh/shoal/core/bus"
 	"github.com/shoal-sh/shoal/core/rpc"
 	"github.com/shoal-sh/shoal/providers/out"
@@ -51,6 +52,13 @@ func newCheckedProvider(t *testing.T) (*Provider, *recordingCheck) {
 	h.Provide(task.ServiceTasks, task.NewRegistry(b))
 	rc := &recordingCheck{judged: map[string]string{}}
 	h.Provide(ServicePolicyCheck, PolicyCheck(rc))
+	// These tests write in their temp dirs, outside the workspace (the
+	// package directory): the confinement lets them.
+	pol, err := policy.Parse("[sandbox]\nwritable = [\""+os.TempDir()+"\"]\n", "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Provide(core.ServicePolicy, pol)
 	p := New()
 	if err := p.Provision(h); err != nil {
 		t.Fatal(err)

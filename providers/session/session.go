@@ -84,6 +84,8 @@ type sess struct {
 	ev   *shell.Evaluator
 	// dir is the directory the session was created for: its workspace.
 	dir string
+	// conf is the session's OS confinement.
+	conf *confinement
 }
 
 var (
@@ -146,14 +148,18 @@ func (p *Provider) session(name string) (*sess, error) {
 		return s, nil
 	}
 	wd := p.workspace(name)
-	s := &sess{name: name, dir: wd}
+	s := &sess{name: name, dir: wd, conf: p.newConfinement(name, wd)}
 	ev, err := shell.New(shell.Options{
+		Domain:    s.conf.domain,
+		FifoDir:   s.conf.fifo,
+		TempDir:   s.conf.ws.Tmp,
 		Dir:       wd,
 		Emit:      p.emit,
 		NextEvent: p.nextEvent,
 		Values:    func(_ context.Context, ref string) (value.Value, error) { return p.storedValue(name, ref) },
 	})
 	if err != nil {
+		s.conf.close()
 		return nil, fmt.Errorf("start evaluator: %w", err)
 	}
 	s.ev = ev
@@ -267,15 +273,13 @@ func (p *Provider) Cwd(session string) string {
 
 // Bounds implements plan.SessionBounds: the directory the session was
 // created for (its workspace, what the policy's `.` means), its temp
-// directory, and whether its runs are confined by the OS. Runs are not
-// confined yet (providers/session/sandbox will), so tmp is "" and
-// confined false.
+// directory, and whether its runs are confined by the OS.
 func (p *Provider) Bounds(session string) (dir, tmp string, confined bool) {
 	s, err := p.session(session)
 	if err != nil {
 		return "", "", false
 	}
-	return s.dir, "", false
+	return s.dir, s.conf.ws.Tmp, s.conf.status.Confined && s.conf.err == nil
 }
 
 // Environ is the session's exported environment as KEY=VALUE pairs (for
@@ -366,6 +370,9 @@ func (p *Provider) exec(ctx context.Context, c *core.Caller, req core.ExecReques
 	if err != nil {
 		return nil, err
 	}
+	if err := s.conf.refusal(p.host.StateDir); err != nil {
+		return nil, err
+	}
 	// One parse serves the policy check and the run. A source that does
 	// not parse goes to both unparsed: the check refuses it with the
 	// parser's message, or, without a check, the run answers exit 2 as
@@ -385,6 +392,12 @@ func (p *Provider) exec(ctx context.Context, c *core.Caller, req core.ExecReques
 		once    sync.Once
 	)
 	opts := shell.RunOptions{File: file}
+	if wide := p.widened(s, req.Widen); wide != nil {
+		// An approved plan's targets, for this run alone, in a worker of
+		// its own; it ends (with whatever it started) after the run.
+		opts.Domain = wide
+		defer wide.Close()
+	}
 	if !req.SkipPolicy {
 		if pc, err := core.Lookup[PolicyCheck](p.host, ServicePolicyCheck); err == nil {
 			if file == nil {
@@ -776,6 +789,7 @@ func (p *Provider) SessionClosed(name string) {
 	p.mu.Unlock()
 	if s != nil {
 		s.ev.Close()
+		s.conf.close()
 	}
 }
 
@@ -791,6 +805,7 @@ func (p *Provider) Close() error {
 		if err := s.ev.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("session %s: %w", s.name, err))
 		}
+		s.conf.close()
 	}
 	return errors.Join(errs...)
 }

@@ -7,6 +7,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"github.com/shoal-sh/shoal/internal/testkernel"
 	"io"
 	"os"
 	"os/exec"
@@ -52,7 +53,7 @@ func setup(t *testing.T) (bin string) {
 
 // shortDir is a state directory short enough for a unix socket path.
 func shortDir(t *testing.T) string {
-	dir, err := os.MkdirTemp("", "shli")
+	dir, err := os.MkdirTemp(testkernel.StateParent(), "shli")
 	if err != nil {
 		t.Fatal(err)
 	}

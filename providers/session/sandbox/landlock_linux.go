@@ -46,7 +46,8 @@ func confine(r Rules) Status {
 	readable, listable := readRules(r.Denied)
 	rules = append(rules, grant(fsRead, readable, false)...)
 	rules = append(rules, grant(ll.AccessFSReadDir, listable, false)...)
-	rules = append(rules, grant(handledFS, r.Writable, true)...)
+	rules = append(rules, grant(handledFS, splitAround(r.Writable, r.Denied), true)...)
+	rules = append(rules, grant(ll.AccessFSMakeReg|ll.AccessFSMakeDir|ll.AccessFSRemoveFile|ll.AccessFSRemoveDir, splitAround(r.Entries, r.Denied), true)...)
 	rules = append(rules, grant(ll.AccessFSReadFile|ll.AccessFSWriteFile|ll.AccessFSTruncate|ll.AccessFSReadDir, r.FileRW, false)...)
 	rules = append(rules, grant(handledFS&^(ll.AccessFSMakeBlock|ll.AccessFSMakeChar), r.Devices, false)...)
 	cfg := landlock.Config{HandledAccessFS: handledFS}
@@ -184,4 +185,51 @@ func readRules(denied []string) (readable, listable []string) {
 	}
 	visit("/")
 	return readable, listable
+}
+
+// splitAround keeps denied paths out of writable trees. A Landlock rule
+// covers a whole hierarchy, so a writable directory holding a denied one
+// (a writable /tmp with the state dir below it) is granted entry by entry
+// instead, down the chain of directories that lead to the denied path;
+// those leading directories themselves get no write right. A writable
+// path inside a denied one is dropped.
+func splitAround(writable, denied []string) []string {
+	var deny []string
+	for _, d := range denied {
+		if d != "" && filepath.IsAbs(d) {
+			deny = append(deny, filepath.Clean(d))
+		}
+	}
+	var out []string
+	var visit func(dir string)
+	visit = func(dir string) {
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			return
+		}
+		for _, e := range ents {
+			add(filepath.Join(dir, e.Name()), &out, deny, visit)
+		}
+	}
+	for _, w := range writable {
+		add(filepath.Clean(w), &out, deny, visit)
+	}
+	return out
+}
+
+func add(p string, out *[]string, deny []string, visit func(string)) {
+	for _, d := range deny {
+		if within(p, d) {
+			return // denied, or inside a denied path
+		}
+	}
+	for _, d := range deny {
+		if within(d, p) {
+			if fi, err := os.Lstat(p); err == nil && fi.IsDir() {
+				visit(p)
+			}
+			return
+		}
+	}
+	*out = append(*out, p)
 }

@@ -2,7 +2,6 @@ package sandbox
 
 import (
 	"errors"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -22,6 +21,10 @@ type Rules struct {
 	// them, and nothing else (no creating, linking or removing): the
 	// interpreter's own FIFO directory for process substitution.
 	FileRW []string `json:"file_rw,omitempty"`
+	// Entries are directories in which entries may be made and removed
+	// (an applied plan's targets' directories), without write access to
+	// the files already there.
+	Entries []string `json:"entries,omitempty"`
 	// Devices are files always open for reading and writing: /dev/null,
 	// terminals and the like.
 	Devices []string `json:"devices,omitempty"`
@@ -45,22 +48,26 @@ var DefaultDevices = []string{
 	"/dev/tty", "/dev/ptmx", "/dev/pts", "/dev/shm",
 }
 
-// Widen returns a copy of r whose writable list also holds paths (an
-// approved plan's targets): a file target makes its directory writable,
-// since writing a file may mean creating or renaming it there.
+// Widen returns a copy of r that also lets one run write paths (an
+// approved plan's write and delete targets): a directory target becomes
+// writable as a whole; a file target becomes writable itself; and the
+// directory holding each target may have entries made and removed in it
+// (creating, renaming or deleting the target needs that), without its
+// other files becoming writable.
 func (r Rules) Widen(paths ...string) Rules {
 	w := r
 	w.Writable = slices.Clone(r.Writable)
+	w.Entries = slices.Clone(r.Entries)
 	for _, p := range paths {
 		if p == "" || !filepath.IsAbs(p) {
 			continue
 		}
 		p = filepath.Clean(p)
-		if fi, err := os.Stat(p); err != nil || !fi.IsDir() {
-			p = filepath.Dir(p)
-		}
 		if !slices.Contains(w.Writable, p) {
 			w.Writable = append(w.Writable, p)
+		}
+		if parent := filepath.Dir(p); parent != p && !slices.Contains(w.Entries, parent) {
+			w.Entries = append(w.Entries, parent)
 		}
 	}
 	return w

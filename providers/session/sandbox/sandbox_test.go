@@ -177,3 +177,32 @@ func TestRulesExplain(t *testing.T) {
 		t.Error("Widen")
 	}
 }
+
+// A writable tree holding a denied one: the denied one stays out of reach.
+func TestWritableAroundDenied(t *testing.T) {
+	needLandlock(t)
+	root := t.TempDir()
+	state, other := filepath.Join(root, "state"), filepath.Join(root, "other")
+	os.Mkdir(state, 0o700)
+	os.Mkdir(other, 0o700)
+	os.WriteFile(filepath.Join(state, "policy.toml"), []byte("orig"), 0o600)
+	d := NewDomain(Rules{Writable: []string{root}, Denied: []string{state}, Devices: DefaultDevices, Required: true})
+	defer d.Close()
+	if f, err := d.Open(filepath.Join(other, "ok"), os.O_WRONLY|os.O_CREATE, 0o644); err != nil {
+		t.Fatalf("write beside the denied dir: %v", err)
+	} else {
+		f.Close()
+	}
+	for _, p := range []string{filepath.Join(state, "policy.toml"), filepath.Join(state, "new")} {
+		if _, err := d.Open(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644); !errors.Is(err, syscall.EACCES) {
+			t.Errorf("write %s: %v, want EACCES", p, err)
+		}
+	}
+	out, _ := run(t, d, other, "/bin/sh", "-c", "mv "+state+" "+root+"/moved; rm -rf "+state+"; echo x > "+state+"/policy.toml; echo done")
+	if !strings.HasSuffix(out, "done\n") {
+		t.Fatalf("out %q", out)
+	}
+	if b, _ := os.ReadFile(filepath.Join(state, "policy.toml")); string(b) != "orig" {
+		t.Fatalf("policy = %q", b)
+	}
+}

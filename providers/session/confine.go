@@ -1,0 +1,178 @@
+package session
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"sync"
+
+	"github.com/shoal-sh/shoal/core"
+	"github.com/shoal-sh/shoal/core/policy"
+	"github.com/shoal-sh/shoal/core/rpc"
+	"github.com/shoal-sh/shoal/providers/session/sandbox"
+)
+
+// confinement is one session's sandbox: its domain, the directories made
+// for it and what the OS could enforce.
+type confinement struct {
+	domain   *sandbox.Domain // nil: runs unconfined (best-effort without Landlock)
+	rules    sandbox.Rules
+	ws       policy.Workspace
+	required bool
+	root     string // the session's own temp tree (tmp/ and fifo/), removed at close
+	fifo     string
+	status   sandbox.Status
+	err      error // why the domain could not start
+}
+
+// View is what session.attach and kernel.status say of it.
+func (c *confinement) View() map[string]any {
+	v := map[string]any{
+		"confined": c.status.Confined,
+		"abi":      c.status.ABI,
+		"scoped":   c.status.Scoped,
+		"mode":     map[bool]string{true: policy.SandboxRequired, false: policy.SandboxBestEffort}[c.required],
+		"writable": c.rules.Writable,
+		"tmp":      c.ws.Tmp,
+	}
+	if !policy.WorkspaceWritable(c.ws) {
+		v["workspace_writable"] = false
+		v["workspace_note"] = fmt.Sprintf("the workspace %s is not writable: a session created for /, the home directory or a directory holding the state directory would open the whole machine; start the client in a project directory", c.ws.Dir)
+	}
+	if c.status.Reason != "" {
+		v["reason"] = c.status.Reason
+	}
+	if c.err != nil {
+		v["error"] = c.err.Error()
+	}
+	return v
+}
+
+// refusal is the error an exec gets when the session must be confined and
+// cannot be; nil when it may run.
+func (c *confinement) refusal(stateDir string) error {
+	if !c.required || (c.status.Confined && c.err == nil) {
+		return nil
+	}
+	why := c.status.Reason
+	if c.err != nil {
+		why = c.err.Error()
+	}
+	return rpc.Errorf(rpc.SandboxUnavailable,
+		"not run: this session cannot be confined by the OS (%s) and the policy requires it; to run unconfined, put sandbox = \"best-effort\" in %s",
+		why, filepath.Join(stateDir, "policy.toml"))
+}
+
+// close ends the domain (and everything it runs) and removes the temp tree.
+func (c *confinement) close() {
+	if c.domain != nil {
+		c.domain.Close()
+	}
+	if c.root != "" {
+		os.RemoveAll(c.root)
+	}
+}
+
+var unsafeName = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
+
+// noticeOnce writes the "not confined" notice on stderr once per reason.
+var noticeOnce sync.Map
+
+// newConfinement builds the sandbox of a session created for dir.
+func (p *Provider) newConfinement(name, dir string) *confinement {
+	sb := policy.DefaultSandbox()
+	if pol, err := core.Lookup[*policy.Policy](p.host, core.ServicePolicy); err == nil && pol != nil {
+		sb = *pol.Sandbox()
+	}
+	c := &confinement{required: sb.Required()}
+	home, _ := os.UserHomeDir()
+	root, err := os.MkdirTemp("", "shoal-"+unsafeName.ReplaceAllString(name, "_")+"-")
+	if err != nil {
+		c.err = fmt.Errorf("make the session's temp dir: %w", err)
+		return c
+	}
+	c.root = root
+	tmp, fifo := filepath.Join(root, "tmp"), filepath.Join(root, "fifo")
+	for _, d := range []string{tmp, fifo} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			c.err = fmt.Errorf("make the session's temp dir: %w", err)
+			return c
+		}
+	}
+	c.fifo = fifo
+	c.ws = policy.Workspace{Dir: dir, Tmp: tmp, Home: home, State: p.host.StateDir}
+	writable, denied := sb.Paths(c.ws)
+	c.rules = sandbox.Rules{
+		Writable: writable, Denied: denied, FileRW: []string{fifo},
+		Devices: sandbox.DefaultDevices, Required: c.required,
+	}
+	if sb.NetConnect != nil {
+		c.rules.RestrictConnect, c.rules.ConnectTCP = true, sb.NetConnect
+	}
+	if sb.NetBind != nil {
+		c.rules.RestrictBind, c.rules.BindTCP = true, sb.NetBind
+	}
+	if runtime.GOOS != "linux" {
+		c.status = sandbox.Status{Reason: "confinement needs Linux Landlock; this system is " + runtime.GOOS}
+		p.notice(c.status.Reason)
+		return c
+	}
+	c.domain = sandbox.NewDomain(c.rules)
+	c.status, c.err = c.domain.Status()
+	if c.err != nil || !c.status.Confined {
+		reason := c.status.Reason
+		if c.err != nil {
+			reason = c.err.Error()
+		}
+		p.notice(reason)
+	}
+	return c
+}
+
+// notice says on stderr (once per reason) that sessions run unconfined.
+func (p *Provider) notice(reason string) {
+	if _, seen := noticeOnce.LoadOrStore(reason, true); seen {
+		return
+	}
+	fmt.Fprintf(os.Stderr, "shoal: sessions are not confined by the OS: %s (policy sandbox mode decides whether they run: see docs/security.md)\n", reason)
+}
+
+// Confinement is what session.attach and kernel.status report for a
+// session: whether and how the OS confines it.
+func (p *Provider) Confinement(session string) map[string]any {
+	s, err := p.session(session)
+	if err != nil {
+		return map[string]any{"confined": false, "error": err.Error()}
+	}
+	return s.conf.View()
+}
+
+// Widened is a domain for one applied plan: the session's rules plus
+// paths, in a fresh worker (Landlock only narrows, so a wider run needs
+// a new process). The caller closes it after the run.
+func (p *Provider) widened(s *sess, paths []string) *sandbox.Domain {
+	if s.conf == nil || s.conf.domain == nil || len(paths) == 0 {
+		return nil
+	}
+	return sandbox.NewDomain(s.conf.rules.Widen(paths...))
+}
+
+// SandboxStatus is kernel.status's summary: what this system offers, the
+// policy's mode, and how each live session is confined.
+func (p *Provider) SandboxStatus() map[string]any {
+	sb := policy.DefaultSandbox()
+	if pol, err := core.Lookup[*policy.Policy](p.host, core.ServicePolicy); err == nil && pol != nil {
+		sb = *pol.Sandbox()
+	}
+	out := map[string]any{"landlock_abi": sandbox.ABI(), "mode": sb.Mode, "os": runtime.GOOS}
+	p.mu.Lock()
+	sessions := map[string]any{}
+	for name, s := range p.sessions {
+		sessions[name] = map[string]any{"confined": s.conf.status.Confined && s.conf.err == nil, "reason": s.conf.status.Reason}
+	}
+	p.mu.Unlock()
+	out["sessions"] = sessions
+	return out
+}
