@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/shoal-sh/shoal/internal/testkernel"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -64,13 +67,15 @@ func TestModernApproval(t *testing.T) {
 		_ = json.Unmarshal(b, &m)
 		return m
 	}
-	call("shoal_exec", map[string]any{"source": "mkdir -p build"})
-	plan := call("shoal_plan", map[string]any{"source": "rm -rf build"})
+	// Outside the session's writable paths, so the plan asks.
+	build := filepath.Join(testkernel.ShortDir(t), "build")
+	os.MkdirAll(build, 0o755)
+	plan := call("shoal_plan", map[string]any{"source": "rm -rf " + build})
 	call("shoal_apply", map[string]any{"plan": plan["ref"]})
-	if len(shown) != 1 || !strings.Contains(shown[0], "rm -rf build") {
+	if len(shown) != 1 || !strings.Contains(shown[0], "rm -rf "+build) {
 		t.Fatalf("the person saw %q", shown)
 	}
-	if m := call("shoal_exec", map[string]any{"source": "test -e build && echo there || echo gone"}); !strings.Contains(fmt.Sprint(m), "gone") {
+	if m := call("shoal_exec", map[string]any{"source": "test -e " + build + " && echo there || echo gone"}); !strings.Contains(fmt.Sprint(m), "gone") {
 		t.Errorf("the approved plan did not run: %v", m)
 	}
 }

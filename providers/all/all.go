@@ -24,6 +24,7 @@ func Providers() []core.Provider {
 	terminals := pty.New()
 	// PTYs start where the session is, with its environment.
 	terminals.CwdOf = sessions.Cwd
+	terminals.DomainOf = sessions.Domain
 	terminals.EnvOf = sessions.Environ
 	return []core.Provider{
 		val.New(),

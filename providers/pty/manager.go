@@ -19,6 +19,7 @@ import (
 
 	"github.com/shoal-sh/shoal/core"
 	"github.com/shoal-sh/shoal/core/rpc"
+	"github.com/shoal-sh/shoal/providers/session/sandbox"
 )
 
 // Defaults and bounds for a PTY's size and timing.
@@ -54,6 +55,10 @@ type Manager struct {
 	// CwdOf gives a session's working directory, where a PTY starts when
 	// open names no cwd. Nil means the kernel's own directory.
 	CwdOf func(session string) string
+	// DomainOf gives a session's confinement: a PTY's program starts in
+	// it, like the session's commands. Nil (or a nil domain) starts it
+	// unconfined.
+	DomainOf func(session string) *sandbox.Domain
 	// EnvOf gives a session's environment (KEY=VALUE). Nil means the
 	// kernel's own environment.
 	EnvOf func(session string) []string
@@ -133,10 +138,15 @@ func (m *Manager) Open(ctx context.Context, c *core.Caller, o OpenOptions) (Scre
 	id := m.next
 	m.mu.Unlock()
 
-	cmd := exec.Command(args[0], args[1:]...)
-	cmd.Dir = cwd
-	cmd.Env = env
-	t, err := start(cmd, cols, rows)
+	var t *terminal
+	if d := m.domainOf(session); d != nil {
+		t, err = startConfined(d, args, cwd, env, cols, rows)
+	} else {
+		cmd := exec.Command(args[0], args[1:]...)
+		cmd.Dir = cwd
+		cmd.Env = env
+		t, err = start(cmd, cols, rows)
+	}
 	row := core.JournalRow{
 		Session: session, Principal: principal, Kind: "pty.open",
 		Head: head, Source: display, Effects: []string{"pty", "proc.spawn"},
@@ -520,6 +530,13 @@ func commandHead(src string) string {
 		return fs[0]
 	}
 	return ""
+}
+
+func (m *Manager) domainOf(session string) *sandbox.Domain {
+	if m.DomainOf == nil {
+		return nil
+	}
+	return m.DomainOf(session)
 }
 
 func (m *Manager) cwd(session, asked string) (string, error) {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/shoal-sh/shoal/providers/session/sandbox"
 	"io"
 	"os"
 	"os/exec"
@@ -104,6 +105,19 @@ func reap(cmd *exec.Cmd) exitStatus {
 	return exitStatus{code: ps.ExitCode()}
 }
 
+// procStatus waits for a confined leader and decodes its status.
+func procStatus(p *sandbox.Proc) exitStatus {
+	ws, err := p.Wait()
+	p.Release()
+	if err != nil {
+		return exitStatus{code: -1}
+	}
+	if ws.Signaled() {
+		return exitStatus{code: 128 + int(ws.Signal()), signal: unix.SignalName(ws.Signal())}
+	}
+	return exitStatus{code: ws.ExitStatus()}
+}
+
 // Bounds on what a terminal buffers on the program's behalf.
 const (
 	readChunk       = 32 << 10
@@ -130,7 +144,8 @@ type terminal struct {
 	cwd     string
 	created time.Time
 
-	cmd  *exec.Cmd
+	cmd  *exec.Cmd     // the leader, when started unconfined
+	proc *sandbox.Proc // the leader, when started in a session's domain
 	pgid int
 	ptmx *os.File
 
@@ -173,12 +188,57 @@ func start(cmd *exec.Cmd, cols, rows int) (*terminal, error) {
 		_ = cmd.Wait()
 		return nil, err
 	}
+	t := newTerminal(ptmx, cmd.Process.Pid, cols, rows)
+	t.cmd = cmd
+	t.run()
+	return t, nil
+}
 
+// startConfined runs args on a new pseudo-terminal inside a session's
+// domain: the kernel opens the pair, the domain's worker forks the
+// program on the terminal side (a new session with it as controlling
+// terminal), so the program and all it starts are confined.
+func startConfined(d *sandbox.Domain, args []string, dir string, env []string, cols, rows int) (*terminal, error) {
+	path, err := exec.LookPath(args[0])
+	if err != nil {
+		return nil, err
+	}
+	master, tty, err := pty.Open()
+	if err != nil {
+		return nil, err
+	}
+	defer tty.Close()
+	if err := pty.Setsize(master, &pty.Winsize{Cols: uint16(cols), Rows: uint16(rows)}); err != nil {
+		master.Close()
+		return nil, err
+	}
+	p, err := d.Start(sandbox.Spec{Path: path, Argv: args, Env: env, Dir: dir,
+		Files: []*os.File{tty, tty, tty}, Setsid: true, Setctty: true, Ctty: 0})
+	if err != nil {
+		master.Close()
+		return nil, err
+	}
+	ptmx, err := pollable(master)
+	_ = master.Close()
+	if err != nil {
+		_ = unix.Kill(-p.Pid, unix.SIGKILL)
+		p.Wait()
+		p.Release()
+		return nil, err
+	}
+	t := newTerminal(ptmx, p.Pid, cols, rows)
+	t.proc = p
+	t.run()
+	return t, nil
+}
+
+// newTerminal is a terminal on ptmx whose leader is pid (Setsid: its pid
+// is the group id); run starts its goroutines.
+func newTerminal(ptmx *os.File, pid, cols, rows int) *terminal {
 	emu := vt.NewEmulator(cols, rows)
 	emu.SetScrollbackSize(scrollbackLines)
 	t := &terminal{
-		cmd:          cmd,
-		pgid:         cmd.Process.Pid, // Setsid: the leader's pid is the group id
+		pgid:         pid,
 		ptmx:         ptmx,
 		emu:          emu,
 		changed:      make(chan struct{}),
@@ -193,12 +253,15 @@ func start(cmd *exec.Cmd, cols, rows int) (*terminal, error) {
 		// Called from inside emu.Write, under t.mu.
 		Title: func(s string) { t.title = s },
 	})
+	return t
+}
+
+func (t *terminal) run() {
 	t.wg.Add(4)
 	go t.pump()
 	go t.answer()
 	go t.feed()
 	go t.watch()
-	return t, nil
 }
 
 func pollable(f *os.File) (*os.File, error) {
@@ -290,7 +353,18 @@ func (t *terminal) feed() {
 
 func (t *terminal) watch() {
 	defer t.wg.Done()
-	st, reaped := awaitExit(t.cmd)
+	var (
+		st     exitStatus
+		reaped bool
+	)
+	if t.proc != nil {
+		// The worker reaps its children; the pid is not pinned, so the
+		// group is signalled only while the terminal is still held
+		// (see shutdown), as where waitid cannot wait without reaping.
+		st, reaped = procStatus(t.proc), true
+	} else {
+		st, reaped = awaitExit(t.cmd)
+	}
 	t.mu.Lock()
 	t.status = &st
 	t.pinned = !reaped

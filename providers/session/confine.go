@@ -176,3 +176,18 @@ func (p *Provider) SandboxStatus() map[string]any {
 	out["sessions"] = sessions
 	return out
 }
+
+// Domain is a session's confinement, for the PTYs it opens; nil when it
+// runs unconfined (best-effort on a system without Landlock).
+func (p *Provider) Domain(session string) *sandbox.Domain {
+	s, err := p.session(session)
+	if err != nil || s.conf == nil {
+		return nil
+	}
+	if s.conf.domain == nil && s.conf.required {
+		// No confinement here and the policy requires it: a domain that
+		// refuses to start anything.
+		return sandbox.NewDomain(s.conf.rules)
+	}
+	return s.conf.domain
+}
