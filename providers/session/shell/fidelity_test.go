@@ -15,18 +15,19 @@ func TestBytesFirst(t *testing.T) {
 	e, _ := newTestEvaluator(t, map[string]string{
 		"b.txt":  "two\nlines\n",
 		"a.json": `{"k":[1,2]}`,
+		"o.json": `{"z":1,"a":2}`,
 	}, Options{Env: []string{"PATH=/usr/bin:/bin", "LC_ALL=C"}})
 
 	res := runSrc(t, e, `ls`)
 	tab, ok := res.Value.(*value.Table)
-	if res.Stdout != "a.json\nb.txt\n" || !res.Builtin || !ok || len(tab.Rows) != 2 {
+	if res.Stdout != "a.json\nb.txt\no.json\n" || !res.Builtin || !ok || len(tab.Rows) != 3 {
 		t.Errorf("ls: stdout %q builtin %v value %v", res.Stdout, res.Builtin, res.Value)
 	}
-	if res := runSrc(t, e, `ls | wc -l`); res.Stdout != "2\n" || res.Builtin {
+	if res := runSrc(t, e, `ls | wc -l`); res.Stdout != "3\n" || res.Builtin {
 		t.Errorf("ls | wc -l: stdout %q builtin %v", res.Stdout, res.Builtin)
 	}
 	// Between two builtins the table travels typed although ls wrote names.
-	if res := runSrc(t, e, `ls | jq -r '.[].name'`); res.Stdout != "a.json\nb.txt\n" {
+	if res := runSrc(t, e, `ls | jq -r '.[].name'`); res.Stdout != "a.json\nb.txt\no.json\n" {
 		t.Errorf("ls | jq: stdout %q stderr %q", res.Stdout, res.Stderr)
 	}
 	// A Shoal-only builtin writes text as it is into a pipe.
@@ -36,6 +37,14 @@ func TestBytesFirst(t *testing.T) {
 	// ...and nothing when its value ends the run.
 	if res := runSrc(t, e, `open b.txt`); res.Stdout != "" || !value.Equal(res.Value, value.Str("two\nlines\n")) {
 		t.Errorf("open: stdout %q value %v", res.Stdout, res.Value)
+	}
+
+	// Handed over typed by open, the document still goes to the jq program,
+	// which keeps its key order.
+	if _, err := exec.LookPath("jq"); err == nil {
+		if res := runSrc(t, e, `open o.json | jq -c .`); res.Stdout != "{\"z\":1,\"a\":2}\n" {
+			t.Errorf("open | jq: stdout %q stderr %q", res.Stdout, res.Stderr)
+		}
 	}
 
 	want := "{\n  \"k\": [\n    1,\n    2\n  ]\n}\n"

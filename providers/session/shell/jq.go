@@ -138,9 +138,9 @@ func parseJqArgs(args []string) *jqArgs {
 // messages are jq's; else gojq's results written the way jq writes them.
 // When it ends the run its value is the single result, or the list (or
 // table) of results when there are several, or an empty list when there
-// are none (computed with gojq). Input that an upstream builtin handed
-// over typed (ls | jq) is filtered by gojq, since the jq program would
-// see only the upstream's text.
+// are none (computed with gojq, from the typed value an upstream builtin
+// handed over when there is one). When the upstream's bytes are not JSON
+// (ls | jq wrote names) gojq also makes the bytes, from the typed value.
 func builtinJq(c *call) error {
 	j := parseJqArgs(c.args[1:])
 	program, haveProgram := c.program("jq")
@@ -183,7 +183,10 @@ func builtinJq(c *call) error {
 		typed, typedInput = c.e.takeHandoff(key, data)
 	}
 
-	if haveProgram && !typedInput {
+	// The program reads the bytes; input handed over typed goes to it too
+	// when those bytes are JSON (open data.json | jq .), and to gojq when
+	// they are not (ls | jq wrote names).
+	if haveProgram && (!typedInput || jsonText(stdin)) {
 		hc := c.hc
 		hc.Stdin = nil
 		if haveStdin {
@@ -192,7 +195,7 @@ func builtinJq(c *call) error {
 		c.ru.effect(EffectProcSpawn, program)
 		err := c.e.spawn(c.ctx, c.ru, hc, program, c.args)
 		if err == nil && c.valueWanted() {
-			if inputs, ierr := c.jqInputs(j, stdin, nil); ierr == nil {
+			if inputs, ierr := c.jqInputs(j, stdin, typed); ierr == nil {
 				if results, rerr := c.runJq(j, inputs); rerr == nil {
 					c.setValue(jqValue(results))
 				}
@@ -225,6 +228,12 @@ func builtinJq(c *call) error {
 		return jqExitStatus(results)
 	}
 	return nil
+}
+
+// jsonText reports whether data is a stream of JSON documents.
+func jsonText(data []byte) bool {
+	_, err := jsonDocuments(data)
+	return err == nil
 }
 
 // program finds an external command on the session's PATH.
