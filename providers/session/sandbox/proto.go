@@ -63,8 +63,17 @@ func (r *reply) err() error {
 	return nil
 }
 
+// msgConn is a packet connection that carries descriptors: a
+// *net.UnixConn in the kernel, a blocking descriptor in the worker.
+type msgConn interface {
+	WriteMsgUnix(b, oob []byte, addr *net.UnixAddr) (n, oobn int, err error)
+	Write(b []byte) (int, error)
+	ReadMsgUnix(b, oob []byte) (n, oobn, flags int, addr *net.UnixAddr, err error)
+	Read(b []byte) (int, error)
+}
+
 // send writes one message with fds attached to its first packet.
-func send(c *net.UnixConn, v any, fds []int) error {
+func send(c msgConn, v any, fds []int) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -94,12 +103,12 @@ func send(c *net.UnixConn, v any, fds []int) error {
 
 // receiver reads messages; one per connection, used by one goroutine.
 type receiver struct {
-	c   *net.UnixConn
+	c   msgConn
 	buf []byte
 	oob []byte
 }
 
-func newReceiver(c *net.UnixConn) *receiver {
+func newReceiver(c msgConn) *receiver {
 	return &receiver{c: c, buf: make([]byte, packetSize+4), oob: make([]byte, syscall.CmsgSpace(4*maxFDs))}
 }
 
@@ -171,4 +180,40 @@ func closeAll(fds []int) {
 	for _, fd := range fds {
 		syscall.Close(fd)
 	}
+}
+
+// blockingConn is a SOCK_SEQPACKET descriptor used with plain blocking
+// system calls, for the worker: its one reader sits in recvmsg on its own
+// thread and wakes straight from the kernel, without the runtime's poller
+// in between (a round trip fewer per request on a busy machine).
+type blockingConn int
+
+func (c blockingConn) WriteMsgUnix(b, oob []byte, _ *net.UnixAddr) (int, int, error) {
+	for {
+		err := syscall.Sendmsg(int(c), b, oob, nil, 0)
+		if err == syscall.EINTR {
+			continue
+		}
+		return len(b), len(oob), err
+	}
+}
+
+func (c blockingConn) Write(b []byte) (int, error) {
+	n, _, err := c.WriteMsgUnix(b, nil, nil)
+	return n, err
+}
+
+func (c blockingConn) ReadMsgUnix(b, oob []byte) (int, int, int, *net.UnixAddr, error) {
+	for {
+		n, oobn, flags, _, err := syscall.Recvmsg(int(c), b, oob, syscall.MSG_CMSG_CLOEXEC)
+		if err == syscall.EINTR {
+			continue
+		}
+		return n, oobn, flags, nil, err
+	}
+}
+
+func (c blockingConn) Read(b []byte) (int, error) {
+	n, _, _, _, err := c.ReadMsgUnix(b, nil)
+	return n, err
 }

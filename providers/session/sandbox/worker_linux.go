@@ -6,14 +6,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/signal"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -40,7 +41,7 @@ func init() {
 
 // worker is the confined side.
 type worker struct {
-	conn *net.UnixConn
+	conn blockingConn
 	wmu  sync.Mutex // one message at a time
 
 	mu      sync.Mutex // spawning and reaping
@@ -54,14 +55,11 @@ func workerMain(spec string) int {
 		fmt.Fprintf(os.Stderr, "shoal sandbox worker: bad rules: %v\n", err)
 		return 2
 	}
-	f := os.NewFile(workerFD, "sandbox")
-	fc, err := net.FileConn(f)
-	f.Close()
-	if err != nil {
+	if err := syscall.SetNonblock(workerFD, false); err != nil {
 		fmt.Fprintf(os.Stderr, "shoal sandbox worker: %v\n", err)
 		return 2
 	}
-	w := &worker{conn: fc.(*net.UnixConn), tracked: map[int]bool{}}
+	w := &worker{conn: blockingConn(workerFD), tracked: map[int]bool{}}
 	// Orphans of what this worker starts (setsid, double forks) become
 	// its children, so it can reap them and end them at the close.
 	_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
@@ -94,6 +92,7 @@ func (w *worker) write(r *reply, fds ...int) error {
 
 // serve answers requests until the kernel closes its end (or asks).
 func (w *worker) serve() {
+	runtime.LockOSThread() // a thread of its own, blocked in recvmsg
 	rcv := newReceiver(w.conn)
 	for {
 		var req request
@@ -172,32 +171,78 @@ func (w *worker) spawn(req *request, fds []int) {
 	} else {
 		w.write(&reply{Op: "reply", ID: req.ID, Pid: pid})
 	}
+	// A thread blocked in wait4 on this child wakes the moment it exits:
+	// quicker than SIGCHLD through the runtime's signal loop, which stays
+	// for the orphans (and leaves tracked children to this goroutine).
+	go w.await(pid)
+}
+
+// await reaps one tracked child and reports its exit.
+func (w *worker) await(pid int) {
+	var ws syscall.WaitStatus
+	for {
+		_, err := syscall.Wait4(pid, &ws, 0, nil)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return // reaped elsewhere (killAll)
+		}
+		break
+	}
+	w.mu.Lock()
+	mine := w.tracked[pid]
+	delete(w.tracked, pid)
+	w.mu.Unlock()
+	if mine {
+		w.write(&reply{Op: "exit", Pid: pid, Status: int(ws)})
+	}
 }
 
 // reap collects every child that exits, tracked or orphaned, and reports
 // the tracked ones.
 func (w *worker) reap(sigch <-chan os.Signal) {
 	for range sigch {
-		for {
-			w.mu.Lock()
-			var ws syscall.WaitStatus
-			pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
-			if err == syscall.EINTR {
-				w.mu.Unlock()
-				continue
-			}
-			if err != nil || pid <= 0 {
-				w.mu.Unlock()
-				break
-			}
-			mine := w.tracked[pid]
-			delete(w.tracked, pid)
-			w.mu.Unlock()
-			if mine {
-				w.write(&reply{Op: "exit", Pid: pid, Status: int(ws)})
-			}
-		}
+		w.reapOrphans()
 	}
+}
+
+// reapOrphans reaps the exited children nobody awaits: orphans that came
+// to this subreaper. It looks before it reaps (WNOWAIT), so a tracked
+// child's status stays for its own await.
+func (w *worker) reapOrphans() {
+	for {
+		var si unix.Siginfo
+		err := unix.Waitid(unix.P_ALL, 0, &si, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
+		if err == syscall.EINTR {
+			continue
+		}
+		pid := siginfoPid(&si)
+		if err != nil || pid <= 0 {
+			return
+		}
+		w.mu.Lock()
+		mine := w.tracked[pid]
+		w.mu.Unlock()
+		if mine {
+			// Its await reaps it. Another exited orphan may wait behind
+			// it; the next SIGCHLD (or the close) collects it.
+			return
+		}
+		var ws syscall.WaitStatus
+		syscall.Wait4(pid, &ws, syscall.WNOHANG, nil)
+	}
+}
+
+// siginfoPid is si_pid of a child's siginfo: after three ints, the union
+// aligned like a pointer starts with the pid.
+func siginfoPid(si *unix.Siginfo) int {
+	type head struct {
+		_   [3]int32
+		_   [0]uintptr
+		Pid int32
+	}
+	return int((*head)(unsafe.Pointer(si)).Pid)
 }
 
 // killAll ends every process the worker started and every orphan that
