@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -600,5 +603,27 @@ func TestBlobChunks(t *testing.T) {
 	}
 	if err := c.Call(ctx, "blob.get", map[string]any{"hash": done.Hash, "offset": 9}, nil); client.Code(err) != int(rpc.InvalidParams) {
 		t.Fatalf("range past the end: %v", err)
+	}
+	// A side-socket ticket is good once.
+	var st struct {
+		Stream struct{ Socket, Ticket string }
+	}
+	if err := c.Call(ctx, "blob.get", map[string]any{"hash": done.Hash, "stream": true}, &st); err != nil || st.Stream.Ticket == "" {
+		t.Fatalf("stream ticket: %+v %v", st, err)
+	}
+	for i, want := range []string{"abcd", ""} {
+		nc, err := net.Dial("unix", st.Stream.Socket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(nc, "%s\n", st.Stream.Ticket)
+		got, _ := io.ReadAll(nc)
+		nc.Close()
+		if string(got) != want {
+			t.Fatalf("use %d of the ticket read %q, want %q", i+1, got, want)
+		}
+	}
+	if err := c.Call(ctx, "blob.put", map[string]any{"stream": true, "text": "x"}, nil); client.Code(err) != int(rpc.InvalidParams) {
+		t.Fatalf("stream with bytes: %v", err)
 	}
 }

@@ -58,6 +58,7 @@ type Provider struct {
 	store   *cas.Store
 	parts   *spill.Reader
 	uploads uploads
+	side    *side // nil when the side socket could not be opened
 	ceiling int64
 	log     *slog.Logger
 
@@ -102,6 +103,10 @@ func (p *Provider) Provision(h *core.Host) error {
 	}
 	p.parts = spill.NewReader(store, cache)
 	h.Provide(spill.Service, p.parts)
+	if p.side, err = openSide(store, h.StateDir); err != nil {
+		p.log.Warn("blob side channel off; blob.put and blob.get go in chunks", "err", err)
+		p.side = nil
+	}
 	p.stop = make(chan struct{})
 	p.done = make(chan struct{})
 	go p.collectLoop()
@@ -121,6 +126,9 @@ func (p *Provider) Close() error {
 	p.stopOnce.Do(func() { close(p.stop) })
 	<-p.done
 	p.uploads.abortAll()
+	if p.side != nil {
+		p.side.close()
+	}
 	if err := p.store.Close(); err != nil {
 		return fmt.Errorf("val: flush the content store: %w", err)
 	}
@@ -249,6 +257,9 @@ type BlobGetParams struct {
 	// also carries its offset, and the blob may be of any size.
 	Offset *int64 `json:"offset"`
 	Length *int64 `json:"length"`
+	// Stream asks for a ticket to read the whole blob, raw, from the side
+	// socket (see side.go and docs/store.md).
+	Stream bool `json:"stream"`
 }
 
 // BlobGetResult is blob.get's answer.
@@ -277,6 +288,12 @@ func (p *Provider) blobGet(ctx context.Context, c *core.Caller, params json.RawM
 	if in.Offset != nil || in.Length != nil {
 		return p.ranged(ctx, hash, size, in)
 	}
+	if in.Stream {
+		if p.side == nil {
+			return nil, rpc.Errorf(rpc.Unavailable, "blob.get: the side socket is off on this kernel; read in ranges (offset, length)")
+		}
+		return map[string]any{"hash": hash, "size": size, "stream": p.side.issue(ticket{hash: hash})}, nil
+	}
 	if size > p.ceiling {
 		return nil, rpc.Errorf(rpc.TooLarge, "blob %s is %d bytes, above the raw ceiling of %d bytes; read it in ranges (offset, length) or as shoal://val/%s with path and slice", hash, size, p.ceiling, hash)
 	}
@@ -299,6 +316,9 @@ type BlobPutParams struct {
 	More   bool   `json:"more"`
 	Upload string `json:"upload"`
 	Offset *int64 `json:"offset"`
+	// Stream asks for a ticket to send the blob, raw, on the side socket
+	// instead (with neither b64 nor text).
+	Stream bool `json:"stream"`
 }
 
 // BlobPutResult is blob.put's answer.
@@ -330,6 +350,15 @@ func (p *Provider) blobPut(ctx context.Context, c *core.Caller, params json.RawM
 		in.B64 = &empty // decoded already
 	} else if err := decodeParams(params, &in); err != nil {
 		return nil, err
+	}
+	if in.Stream {
+		if in.B64 != nil || in.Text != nil || in.More || in.Upload != "" {
+			return nil, rpc.Errorf(rpc.InvalidParams, "blob.put {\"stream\": true} takes nothing else: the bytes go on the side socket")
+		}
+		if p.side == nil {
+			return nil, rpc.Errorf(rpc.Unavailable, "blob.put: the side socket is off on this kernel; send chunks (\"more\": true, then \"upload\")")
+		}
+		return map[string]any{"stream": p.side.issue(ticket{put: true})}, nil
 	}
 	switch {
 	case data != nil:

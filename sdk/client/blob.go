@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/base64"
@@ -8,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"strconv"
 
 	"github.com/shoal-sh/shoal/core/rpc"
@@ -27,9 +29,70 @@ type BlobPutResult struct {
 	Size int64  `json:"size"`
 }
 
-// BlobPut stores everything r gives, of any size, in the content store,
-// in chunks of BlobChunk bytes (blob.put with more/upload).
+// BlobPut stores everything r gives, of any size, in the content store:
+// raw on the kernel's side socket when it has one (blob.put {stream}),
+// else in chunks of BlobChunk bytes (blob.put with more/upload).
 func (c *Client) BlobPut(ctx context.Context, r io.Reader) (*BlobPutResult, error) {
+	var st struct {
+		Stream *streamTicket `json:"stream"`
+	}
+	if err := c.Call(ctx, "blob.put", map[string]bool{"stream": true}, &st); err == nil && st.Stream != nil {
+		return putStream(ctx, st.Stream, r)
+	}
+	return c.blobPutChunks(ctx, r)
+}
+
+// streamTicket is where and with what to open a side-socket transfer.
+type streamTicket struct {
+	Socket string `json:"socket"`
+	Ticket string `json:"ticket"`
+}
+
+func (t *streamTicket) dial(ctx context.Context) (*net.UnixConn, error) {
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, "unix", t.Socket)
+	if err != nil {
+		return nil, fmt.Errorf("blob side socket: %w", err)
+	}
+	uc := nc.(*net.UnixConn)
+	if _, err := uc.Write([]byte(t.Ticket + "\n")); err != nil {
+		uc.Close()
+		return nil, fmt.Errorf("blob side socket: %w", err)
+	}
+	return uc, nil
+}
+
+func putStream(ctx context.Context, t *streamTicket, r io.Reader) (*BlobPutResult, error) {
+	uc, err := t.dial(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer uc.Close()
+	if _, err := io.CopyBuffer(uc, r, make([]byte, BlobChunk)); err != nil {
+		return nil, fmt.Errorf("blob side socket: %w", err)
+	}
+	if err := uc.CloseWrite(); err != nil {
+		return nil, fmt.Errorf("blob side socket: %w", err)
+	}
+	line, err := bufio.NewReader(uc).ReadBytes('\n')
+	if err != nil {
+		return nil, fmt.Errorf("blob side socket: no answer: %w", err)
+	}
+	var res struct {
+		BlobPutResult
+		Error string `json:"error"`
+	}
+	if err := json.Unmarshal(line, &res); err != nil {
+		return nil, fmt.Errorf("blob side socket: %w", err)
+	}
+	if res.Error != "" {
+		return nil, fmt.Errorf("blob.put: %s", res.Error)
+	}
+	return &res.BlobPutResult, nil
+}
+
+// blobPutChunks is BlobPut through blob.put chunks.
+func (c *Client) blobPutChunks(ctx context.Context, r io.Reader) (*BlobPutResult, error) {
 	cur, next := make([]byte, BlobChunk), make([]byte, BlobChunk)
 	n, err := readChunk(r, cur)
 	if err != nil {
@@ -97,6 +160,30 @@ func readChunk(r io.Reader, buf []byte) (int, error) {
 // the blake3 of all of it against the hash; a mismatch is an error after
 // the bytes were written. It returns the blob's size.
 func (c *Client) BlobGet(ctx context.Context, hash string, w io.Writer) (int64, error) {
+	var st struct {
+		Hash   string        `json:"hash"`
+		Size   int64         `json:"size"`
+		Stream *streamTicket `json:"stream"`
+	}
+	if err := c.Call(ctx, "blob.get", map[string]any{"hash": hash, "stream": true}, &st); err == nil && st.Stream != nil {
+		uc, err := st.Stream.dial(ctx)
+		if err != nil {
+			return 0, err
+		}
+		defer uc.Close()
+		h := blake3.New()
+		n, err := io.CopyBuffer(io.MultiWriter(w, h), uc, make([]byte, BlobChunk))
+		if err != nil {
+			return n, fmt.Errorf("blob side socket: %w", err)
+		}
+		if n != st.Size {
+			return n, fmt.Errorf("blob %s: %d of %d bytes came (it failed its check in the store, or the kernel stopped)", st.Hash, n, st.Size)
+		}
+		if got := hex.EncodeToString(h.Sum(nil)); got != st.Hash {
+			return n, fmt.Errorf("blob %s: the bytes received hash to %s", st.Hash, got)
+		}
+		return n, nil
+	}
 	h := blake3.New()
 	var off, size int64 = 0, -1
 	for size < 0 || off < size {
