@@ -101,6 +101,9 @@ func AllowTempWrites(tb testing.TB, stateDir string) {
 	if _, err := os.Stat(p); err == nil {
 		return
 	}
+	if err := os.MkdirAll(stateDir, 0o700); err != nil {
+		tb.Fatal(err)
+	}
 	if err := os.WriteFile(p, []byte(TestPolicy()), 0o600); err != nil {
 		tb.Fatal(err)
 	}

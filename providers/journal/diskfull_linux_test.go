@@ -62,7 +62,7 @@ func fullDiskChild(t *testing.T, dir string) {
 	work := filepath.Join(dir, "w")
 	os.Mkdir(work, 0o700)
 	k := testkernel.Start(t, kernel.Options{StateDir: state})
-	c := testkernel.Attach(t, state, client.Options{})
+	c := testkernel.Attach(t, state, client.Options{Workspace: work})
 	ctx := context.Background()
 	if _, err := c.Exec(ctx, "cd "+work, client.ExecOptions{}); err != nil {
 		t.Fatal(err)
