@@ -51,6 +51,8 @@ func bashCalls(h interp.CallHandlerFunc) interp.CallHandlerFunc {
 			return unsetCall(hc, args), nil
 		case "getopts":
 			return getoptsCall(args), nil
+		case "umask":
+			return umaskCall(args), nil
 		}
 		return args, nil
 	}
@@ -155,6 +157,50 @@ func getoptsCall(args []string) []string {
 		`':') echo "$0: option requires an argument -- $OPTARG" >&2; ` + name + `='?'; unset OPTARG;; ` +
 		"esac; else (exit 1); fi"
 	return []string{"eval", script}
+}
+
+// umaskCall prints the file mode mask (umask, umask -S), which the
+// interpreter does not know. Setting it stays unsupported: the mask is
+// the kernel's, shared by every session.
+func umaskCall(args []string) []string {
+	if len(args) > 2 || len(args) == 2 && args[1] != "-S" {
+		return args
+	}
+	mask, ok := processUmask()
+	if !ok {
+		return args
+	}
+	if len(args) == 1 {
+		return []string{printfBuiltin, "%04o\n", strconv.Itoa(int(mask))}
+	}
+	var parts []string
+	for i, who := range []string{"u", "g", "o"} {
+		bits := ^mask >> (6 - 3*i) & 7
+		perm := ""
+		for j, c := range "rwx" {
+			if bits&(4>>j) != 0 {
+				perm += string(c)
+			}
+		}
+		parts = append(parts, who+"="+perm)
+	}
+	return []string{printfBuiltin, "%s\n", strings.Join(parts, ",")}
+}
+
+// processUmask reads the mask from /proc without changing it (umask(2)
+// can only be read by setting it, racing every file the kernel creates).
+func processUmask() (uint32, bool) {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0, false
+	}
+	for line := range strings.SplitSeq(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "Umask:"); ok {
+			n, err := strconv.ParseUint(strings.TrimSpace(v), 8, 32)
+			return uint32(n), err == nil
+		}
+	}
+	return 0, false
 }
 
 // failBuiltin is the name of a call that only reports an error the way

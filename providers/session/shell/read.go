@@ -12,11 +12,11 @@ import (
 
 // readCall fits read to bash where the interpreter's read falls short.
 // -p PROMPT is dropped when standard input is not a terminal (bash shows
-// the prompt only to a person typing). -d DELIM, -n N and -N N, which the
-// interpreter refuses, are done here: the record is read from standard
-// input, then handed to the interpreter's read -r through a here-string
-// (or assigned directly when it holds a newline and goes to one name), so
-// field splitting stays the interpreter's.
+// the prompt only to a person typing). With -d DELIM, -n N or -N N, which
+// the interpreter refuses, or with an IFS holding a character other than
+// blanks (the interpreter then loses empty fields: "a,,b" gives two), the
+// record is read and split here, as bash splits it, and assigned by an
+// eval in the caller's scope.
 func readCall(ctx context.Context, hc interp.HandlerContext, args []string) []string {
 	if f, ok := hc.Stdin.(*os.File); ok && f != nil {
 		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 && f.Name() != os.DevNull {
@@ -24,32 +24,136 @@ func readCall(ctx context.Context, hc interp.HandlerContext, args []string) []st
 		}
 	}
 	ro := parseReadArgs(args[1:])
-	if !ro.ownRecord() {
+	ifs := " \t\n"
+	if v := hc.Env.Get("IFS"); v.IsSet() {
+		ifs = v.String()
+	}
+	if ro.timeoutOrFD || !ro.delimSet && ro.count < 0 && strings.Trim(ifs, " \t\n") == "" {
 		return append(append([]string{args[0]}, ro.opts...), ro.names...)
 	}
 	record, eof := readRecord(ctx, hc, ro)
-	var script string
-	if strings.Contains(record, "\n") && len(ro.names) <= 1 && ro.array == "" {
-		name := "REPLY"
-		if len(ro.names) == 1 {
-			name = ro.names[0]
-			record = trimIFS(record, hc)
+	var script strings.Builder
+	switch {
+	case ro.array != "":
+		script.WriteString(ro.array + "=(")
+		for i, f := range splitFields(record, ifs) {
+			if i > 0 {
+				script.WriteByte(' ')
+			}
+			script.WriteString(singleQuote(f))
 		}
-		script = name + "=" + singleQuote(record)
-	} else {
-		inner := []string{"read", "-r"}
-		if ro.array != "" {
-			inner = append(inner, "-a", singleQuote(ro.array))
+		script.WriteString(")")
+	case len(ro.names) == 0:
+		script.WriteString("REPLY=" + singleQuote(record))
+	default:
+		for i, v := range assignFields(record, ifs, len(ro.names)) {
+			if i > 0 {
+				script.WriteString("; ")
+			}
+			script.WriteString(ro.names[i] + "=" + singleQuote(v))
 		}
-		for _, n := range ro.names {
-			inner = append(inner, singleQuote(n))
-		}
-		script = strings.Join(inner, " ") + " <<< " + singleQuote(record)
 	}
 	if eof {
-		script += "; (exit 1)"
+		script.WriteString("; (exit 1)")
 	}
-	return []string{"eval", script}
+	return []string{"eval", script.String()}
+}
+
+// ifsSplitter walks a record as bash's field splitting does: blanks of
+// IFS gather around a delimiter, every other IFS character delimits on
+// its own (so two in a row make an empty field), and a delimiter at the
+// end starts no field.
+type ifsSplitter struct {
+	s, ifs string
+	i      int
+}
+
+func (sp *ifsSplitter) isIFS(c byte) bool { return strings.IndexByte(sp.ifs, c) >= 0 }
+
+func (sp *ifsSplitter) isBlank(c byte) bool {
+	return (c == ' ' || c == '\t' || c == '\n') && sp.isIFS(c)
+}
+
+func (sp *ifsSplitter) skipBlanks() {
+	for sp.i < len(sp.s) && sp.isBlank(sp.s[sp.i]) {
+		sp.i++
+	}
+}
+
+// field returns the next field; ok is false at the end.
+func (sp *ifsSplitter) field() (string, bool) {
+	if sp.i >= len(sp.s) {
+		return "", false
+	}
+	start := sp.i
+	for sp.i < len(sp.s) && !sp.isIFS(sp.s[sp.i]) {
+		sp.i++
+	}
+	f := sp.s[start:sp.i]
+	if sp.i < len(sp.s) {
+		// The delimiter: blanks and at most one other IFS character
+		// among them, or that character and the blanks after it.
+		if sp.isBlank(sp.s[sp.i]) {
+			sp.skipBlanks()
+			if sp.i < len(sp.s) && sp.isIFS(sp.s[sp.i]) {
+				sp.i++
+				sp.skipBlanks()
+			}
+		} else {
+			sp.i++
+			sp.skipBlanks()
+		}
+	}
+	return f, true
+}
+
+// splitFields splits a whole record (read -a).
+func splitFields(s, ifs string) []string {
+	if ifs == "" {
+		return []string{s}
+	}
+	sp := &ifsSplitter{s: s, ifs: ifs}
+	sp.skipBlanks()
+	var out []string
+	for {
+		f, ok := sp.field()
+		if !ok {
+			return out
+		}
+		out = append(out, f)
+	}
+}
+
+// assignFields gives n names their values: a field each, the last name
+// the rest of the record (blanks of IFS trimmed, and a lone delimiter at
+// its end dropped, as bash does).
+func assignFields(s, ifs string, n int) []string {
+	out := make([]string, n)
+	if ifs == "" {
+		out[0] = s
+		return out
+	}
+	sp := &ifsSplitter{s: s, ifs: ifs}
+	sp.skipBlanks()
+	for k := 0; k < n-1; k++ {
+		out[k], _ = sp.field()
+	}
+	rest := strings.TrimRight(sp.s[sp.i:], blanksOf(ifs))
+	if f := splitFields(rest, ifs); len(f) == 1 {
+		rest = f[0]
+	}
+	out[n-1] = rest
+	return out
+}
+
+func blanksOf(ifs string) string {
+	var b []byte
+	for _, c := range []byte(" \t\n") {
+		if strings.IndexByte(ifs, c) >= 0 {
+			b = append(b, c)
+		}
+	}
+	return string(b)
 }
 
 // readArgs is a read command line.
@@ -63,8 +167,6 @@ type readArgs struct {
 	array       string
 	timeoutOrFD bool // -t or -u: left to the interpreter
 }
-
-func (ro *readArgs) ownRecord() bool { return (ro.delimSet || ro.count >= 0) && !ro.timeoutOrFD }
 
 func parseReadArgs(args []string) *readArgs {
 	ro := &readArgs{count: -1}
@@ -192,20 +294,4 @@ func utf8Len(lead byte) int {
 		return 3
 	}
 	return 2
-}
-
-// trimIFS removes leading and trailing IFS whitespace, as read does for
-// the value of its last name.
-func trimIFS(s string, hc interp.HandlerContext) string {
-	ifs := " \t\n"
-	if v := hc.Env.Get("IFS"); v.IsSet() {
-		ifs = v.String()
-	}
-	var ws []byte
-	for _, c := range []byte(ifs) {
-		if c == ' ' || c == '\t' || c == '\n' {
-			ws = append(ws, c)
-		}
-	}
-	return strings.Trim(s, string(ws))
 }
