@@ -44,7 +44,7 @@ func bashCalls(h interp.CallHandlerFunc) interp.CallHandlerFunc {
 		case "test", "[":
 			return append([]string{testBuiltin}, args...), nil
 		case "trap":
-			return trapCall(args), nil
+			return trapCall(runOf(ctx), args), nil
 		case "shopt":
 			return shoptCall(args), nil
 		case "unset":
@@ -62,22 +62,72 @@ func bashCalls(h interp.CallHandlerFunc) interp.CallHandlerFunc {
 // drops signal names, which it refuses with a message, leaving the whole
 // trap unset. A run receives no signals but its cancellation, so a signal
 // trap would never fire anyway; `trap cleanup EXIT INT TERM` sets the
-// EXIT trap as in bash.
-func trapCall(args []string) []string {
+// EXIT trap as in bash. The traps set are remembered for trap -p (and
+// trap alone), which the interpreter does not know.
+func trapCall(ru *run, args []string) []string {
+	if len(args) == 1 || args[1] == "-p" {
+		return []string{printfBuiltin, "%s", ru.trapListing(args[min(2, len(args)):])}
+	}
 	if len(args) < 3 || strings.HasPrefix(args[1], "-") && args[1] != "-" {
 		return args
 	}
 	out := args[:2:2]
 	for _, sig := range args[2:] {
-		switch strings.TrimPrefix(strings.ToUpper(sig), "SIG") {
-		case "EXIT", "0", "ERR":
-			out = append(out, sig)
+		name := strings.TrimPrefix(strings.ToUpper(sig), "SIG")
+		switch name {
+		case "0":
+			name = "EXIT"
+		case "EXIT", "ERR":
+		default:
+			continue
 		}
+		out = append(out, sig)
+		ru.setTrap(name, args[1])
 	}
 	if len(out) == 2 {
 		return []string{"true"}
 	}
 	return out
+}
+
+// setTrap remembers the action of an EXIT or ERR trap ("-" resets it).
+func (ru *run) setTrap(cond, action string) {
+	if ru == nil {
+		return
+	}
+	ru.mu.Lock()
+	defer ru.mu.Unlock()
+	if action == "-" {
+		delete(ru.traps, cond)
+		return
+	}
+	if ru.traps == nil {
+		ru.traps = make(map[string]string)
+	}
+	ru.traps[cond] = action
+}
+
+// trapListing is what trap -p prints: `trap -- 'action' COND` for each set
+// trap among conds (all when none are named), EXIT before ERR.
+func (ru *run) trapListing(conds []string) string {
+	if ru == nil {
+		return ""
+	}
+	ru.mu.Lock()
+	defer ru.mu.Unlock()
+	var b strings.Builder
+	for _, cond := range []string{"EXIT", "ERR"} {
+		action, ok := ru.traps[cond]
+		named := len(conds) == 0
+		for _, c := range conds {
+			c = strings.TrimPrefix(strings.ToUpper(c), "SIG")
+			named = named || c == cond || c == "0" && cond == "EXIT"
+		}
+		if ok && named {
+			fmt.Fprintf(&b, "trap -- %s %s\n", singleQuote(action), cond)
+		}
+	}
+	return b.String()
 }
 
 // shoptCall answers shopt -q from what the interpreter's shopt prints.

@@ -50,6 +50,7 @@ type run struct {
 	heads          []headAt
 	headSet        map[string]int // index into heads
 	marks          map[string]struct{}
+	traps          map[string]string // EXIT and ERR actions set, for trap -p
 	pending        *pendingValue
 	handoffs       []pipeKey
 	domain         *sandbox.Domain // a wider confinement for this run (an applied plan)
