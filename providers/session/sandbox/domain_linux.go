@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"runtime"
@@ -98,7 +97,7 @@ func (d *Domain) Close() error {
 
 // Worker is the kernel's end of one worker process.
 type Worker struct {
-	conn   *net.UnixConn
+	conn   blockingConn
 	cmd    *exec.Cmd
 	status Status
 
@@ -159,16 +158,13 @@ func StartWorker(rules Rules) (*Worker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start sandbox worker: %w", err)
 	}
-	mine, theirs := os.NewFile(uintptr(fds[0]), "sandbox"), os.NewFile(uintptr(fds[1]), "sandbox-worker")
+	// The kernel's end is used with blocking calls too: its reader sits
+	// in recvmsg on a thread of its own (see read).
+	mine, theirs := blockingConn(fds[0]), os.NewFile(uintptr(fds[1]), "sandbox-worker")
 	defer theirs.Close()
-	fc, err := net.FileConn(mine)
-	mine.Close()
-	if err != nil {
-		return nil, fmt.Errorf("start sandbox worker: %w", err)
-	}
 	exe, err := executable()
 	if err != nil {
-		fc.Close()
+		syscall.Close(int(mine))
 		return nil, err
 	}
 	cmd := &exec.Cmd{
@@ -182,22 +178,24 @@ func StartWorker(rules Rules) (*Worker, error) {
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
 	}
 	if err := cmd.Start(); err != nil {
-		fc.Close()
+		syscall.Close(int(mine))
 		return nil, fmt.Errorf("start sandbox worker: %w", err)
 	}
 	w := &Worker{
-		conn: fc.(*net.UnixConn), cmd: cmd,
+		conn: mine, cmd: cmd,
 		pending: map[uint64]chan answer{}, procs: map[int]*Proc{}, early: map[int]syscall.WaitStatus{},
 		done: make(chan struct{}),
 	}
 	rcv := newReceiver(w.conn)
 	var ready reply
-	w.conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+	timeout := syscall.Timeval{Sec: 30}
+	syscall.SetsockoptTimeval(int(mine), syscall.SOL_SOCKET, syscall.SO_RCVTIMEO, &timeout)
 	fdsIn, err := rcv.next(&ready)
 	closeAll(fdsIn)
-	w.conn.SetReadDeadline(time.Time{})
+	syscall.SetsockoptTimeval(int(mine), syscall.SOL_SOCKET, syscall.SO_RCVTIMEO, &syscall.Timeval{})
 	if err != nil || ready.Op != "ready" || ready.Ready == nil {
 		w.kill()
+		syscall.Close(int(mine))
 		if err == nil {
 			err = errors.New("unexpected first message")
 		}
@@ -206,6 +204,7 @@ func StartWorker(rules Rules) (*Worker, error) {
 	w.status = *ready.Ready
 	if !w.status.Confined && rules.Required {
 		w.kill()
+		syscall.Close(int(mine))
 		return w, fmt.Errorf("%w: %s", ErrUnavailable, w.status.Reason)
 	}
 	go w.read(rcv)
@@ -227,6 +226,9 @@ func (w *Worker) gone() bool {
 // read dispatches the worker's messages until it goes away, then fails
 // whatever still waits.
 func (w *Worker) read(rcv *receiver) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	defer syscall.Close(int(w.conn)) // once nothing reads it any more
 	for {
 		var r reply
 		fds, err := rcv.next(&r)
@@ -281,7 +283,8 @@ func (w *Worker) fail(err error) {
 	for _, p := range procs {
 		p.finish(0, err)
 	}
-	w.conn.Close()
+	// Wakes the reader from recvmsg; it closes the descriptor.
+	syscall.Shutdown(int(w.conn), syscall.SHUT_RDWR)
 	go w.cmd.Wait()
 }
 
