@@ -120,6 +120,9 @@ type ExecRequest struct {
 // ExecReply is an execution reply (SPEC X6).
 type ExecReply = wire.ExecReply
 
+// ConfinedNote says what the confinement refused a run.
+type ConfinedNote = wire.ConfinedNote
+
 // Executor runs source in the caller's session.
 type Executor interface {
 	Exec(ctx context.Context, c *Caller, req ExecRequest) (*ExecReply, error)

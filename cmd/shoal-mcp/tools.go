@@ -67,7 +67,8 @@ const (
     "cut": {"type": "array", "items": {"type": "string"}, "description": "what the result leaves out"},
     "next": {"type": "string", "description": "the call that shows what was left out, or waits for a running task"},
     "val_ref": {"type": "string", "description": "val:blake3:<hex> when the value lives in the content store"},
-    "marks": {"type": "array", "items": {"type": "string"}}
+    "marks": {"type": "array", "items": {"type": "string"}},
+    "confined": {"type": "object", "description": "present when the OS confinement refused the run something: the paths and what to do", "properties": {"denied": {"type": "array", "items": {"type": "string"}}, "hint": {"type": "string"}}}
   },
   "required": ["ref", "uri", "ok", "exit"]
 }`
@@ -527,7 +528,7 @@ func execObject(raw json.RawMessage, typed bool) (*obj, string, error) {
 	if effects, ok := r.get("effects").([]any); ok && len(effects) > 0 {
 		o.set("effects", effects)
 	}
-	for _, k := range []string{"val_ref", "marks"} {
+	for _, k := range []string{"val_ref", "marks", "confined"} {
 		if v := r.get(k); v != nil {
 			o.set(k, v)
 		}
@@ -622,6 +623,12 @@ func execText(m map[string]any) string {
 	}
 	if marks := strings.Join(stringList(m["marks"]), ", "); marks != "" {
 		fmt.Fprintf(&b, "\nmarks: %s", marks)
+	}
+	if c, _ := m["confined"].(map[string]any); c != nil {
+		fmt.Fprintf(&b, "\nconfined: %s", c["hint"])
+		if d := strings.Join(stringList(c["denied"]), ", "); d != "" {
+			fmt.Fprintf(&b, " (refused: %s)", d)
+		}
 	}
 	if p, _ := m["preview_text"].(string); p != "" {
 		b.WriteString("\n")

@@ -24,6 +24,16 @@ type ExecReply struct {
 	Task    string   `json:"task,omitempty"`
 	TaskURI string   `json:"task_uri,omitempty"`
 	Marks   []string `json:"marks,omitempty"`
+	// Confined, when set, says the run hit the OS confinement: paths the
+	// sandbox refused (the first few), with what to do about it.
+	Confined *ConfinedNote `json:"confined,omitempty"`
+}
+
+// ConfinedNote is what an execution reply says when the confinement
+// refused the run something.
+type ConfinedNote struct {
+	Denied []string `json:"denied"`
+	Hint   string   `json:"hint"`
 }
 
 // Content is one item of a read, shaped as an MCP resource content.

@@ -6,12 +6,14 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"strings"
 	"sync"
 
 	"github.com/shoal-sh/shoal/core"
 	"github.com/shoal-sh/shoal/core/policy"
 	"github.com/shoal-sh/shoal/core/rpc"
 	"github.com/shoal-sh/shoal/providers/session/sandbox"
+	"github.com/shoal-sh/shoal/providers/session/shell"
 )
 
 // confinement is one session's sandbox: its domain, the directories made
@@ -190,4 +192,24 @@ func (p *Provider) Domain(session string) *sandbox.Domain {
 		return sandbox.NewDomain(s.conf.rules)
 	}
 	return s.conf.domain
+}
+
+// confinedNote says, in an execution reply, that the run hit the
+// confinement: the paths the sandbox refused the interpreter, or, when a
+// program failed with "Permission denied" in a confined session, that it
+// may have (what a program was refused is not visible from outside it).
+func confinedNote(s *sess, res *shell.Result) *core.ConfinedNote {
+	if s.conf == nil || !s.conf.status.Confined {
+		return nil
+	}
+	writable := "its workspace " + s.conf.ws.Dir + ", its temp dir and the tool caches"
+	switch {
+	case len(res.Denied) > 0:
+		return &core.ConfinedNote{Denied: res.Denied,
+			Hint: "the OS confinement refused these paths: this session may write " + writable + ", and may not read the state directory or credential files; to go beyond, plan the command (shoal_plan) and have it approved"}
+	case res.Exit != 0 && (strings.Contains(res.Stderr, "Permission denied") || strings.Contains(res.Stderr, "Operation not permitted")):
+		return &core.ConfinedNote{Denied: []string{},
+			Hint: "a program was refused permission; if it wrote outside " + writable + " (or read a credential file), the OS confinement stopped it: plan the command (shoal_plan) to have it approved"}
+	}
+	return nil
 }

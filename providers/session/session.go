@@ -644,6 +644,9 @@ func (p *Provider) finish(ctx context.Context, c *core.Caller, s *sess, req core
 		raw, text = journal.RedactJSON(raw), journal.Redact(text)
 		b := built{reply: &core.ExecReply{Ref: e.Ref, URI: e.URI, OK: &ok, Exit: &exit, State: state, DurationNS: res.Duration.Nanoseconds(),
 			Effects: kinds, Preview: raw, PreviewText: text, ValRef: e.ValRef, Marks: res.Marks}}
+		if note := confinedNote(s, res); note != nil {
+			b.reply.Confined = note
+		}
 		b.encoded, _ = rpc.Marshal(b.reply) // nil on failure: the connection encodes the reply itself
 		ev := map[string]any{"session": c.Session, "principal": c.Principal, "ref": e.Ref, "ok": ok, "exit": exit, "head": head, "preview": text}
 		b.render, _ = json.Marshal(ev)
