@@ -98,7 +98,7 @@ func NewConn(rwc io.ReadWriteCloser, opts ConnOptions) *Conn {
 // Defaults for [ConnOptions] bounds left zero.
 const (
 	DefaultMaxUnwritten = 4 << 20
-	DefaultMaxInflight  = 256
+	DefaultMaxInflight  = 64
 )
 
 // SetMaxFrame changes the bound on incoming frames from the next frame
@@ -223,6 +223,20 @@ func (c *Conn) waitRoom() {
 	c.wmu.Unlock()
 }
 
+// waitUnwritten waits while the peer has more than MaxUnwritten bytes
+// unread (or the connection ends).
+func (c *Conn) waitUnwritten() {
+	maxUnwritten := c.opts.MaxUnwritten
+	if maxUnwritten <= 0 {
+		maxUnwritten = DefaultMaxUnwritten
+	}
+	c.wmu.Lock()
+	for c.unwritten > maxUnwritten && c.werr == nil && c.ctx.Err() == nil {
+		c.wcond.Wait()
+	}
+	c.wmu.Unlock()
+}
+
 // started and finished count a request handed to a worker.
 func (c *Conn) started() {
 	c.wmu.Lock()
@@ -321,12 +335,15 @@ func (c *Conn) serve(m *Message) {
 	}()
 }
 
-// answer sends a handler's result or error for request m.
+// answer sends a handler's result or error for request m. While the
+// peer has more than its bound unread, it waits before encoding: an
+// answer waiting for its turn holds its result, not also its encoding.
 func (c *Conn) answer(m *Message, result any, err error) {
 	if err != nil {
 		c.writeError(m.ID, AsError(err))
 		return
 	}
+	c.waitUnwritten()
 	raw, merr := Marshal(result)
 	if merr != nil {
 		c.writeError(m.ID, Errorf(Internal, "encode result of %s: %v", m.Method, merr))
