@@ -80,6 +80,13 @@ type attack struct {
 	// gate names a precondition without which the row must not run at
 	// all (see gates).
 	gate string
+	// approved: the operator (the person at the CLI) approves the plan
+	// (plan.apply), as it would one it has read. The canary paths in
+	// mayChange are what the plan names and may change; nothing else may.
+	approved  bool
+	mayChange []string
+	// after runs in the session once the plan was applied (plan.apply).
+	after string
 	// hole says why this attack still gets through: a known gap, listed
 	// in docs/security.md. Such a row is run and reported, and fails the
 	// test when it stops getting through (then the mark must go).
@@ -440,6 +447,17 @@ func snapshot(dir string, skip func(rel string) bool) map[string]string {
 	return out
 }
 
+// without is snap less the paths at or under any of prefixes.
+func without(snap map[string]string, prefixes []string) map[string]string {
+	out := map[string]string{}
+	for k, v := range snap {
+		if !slices.ContainsFunc(prefixes, func(p string) bool { return k == p || strings.HasPrefix(k, p+"/") }) {
+			out[k] = v
+		}
+	}
+	return out
+}
+
 // owner is a path's uid and gid, as a snapshot records them.
 func owner(fi fs.FileInfo) string {
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
@@ -635,7 +653,19 @@ func (e *env) run(a attack) (problems []string) {
 	if err := e.echoHi(ctx); err != nil {
 		problems = append(problems, "the kernel does not answer `echo hi`: "+err.Error())
 	}
-	problems = append(problems, diffSnap("canary", e.canarySnap, snapshot(e.canary, nil))...)
+	if syscall.Kill(e.outsider.Process.Pid, 0) != nil {
+		e.t.Fatalf("%s killed a process outside every session; stopping the table", a.name)
+	}
+	want, got := e.canarySnap, snapshot(e.canary, nil)
+	if a.approved && len(diffSnap("", e.canarySnap, got)) == 0 {
+		// Not a breach, but then the row tested no widening at all.
+		problems = append(problems, "the approved plan did not change what it names ("+strings.Join(a.mayChange, ", ")+"): the row proves nothing")
+	}
+	if len(a.mayChange) > 0 {
+		want, got = without(want, a.mayChange), without(got, a.mayChange)
+		defer e.plantAll() // what the approved plan changed is put back
+	}
+	problems = append(problems, diffSnap("canary", want, got)...)
 	problems = append(problems, diffSnap("~", e.homeSnap, snapshot(e.home, e.writableInHome))...)
 	for name, want := range e.stable {
 		got, err := os.ReadFile(filepath.Join(e.state, name))
@@ -731,9 +761,26 @@ func (e *env) attack(ctx context.Context, agent *client.Client, a attack, sessio
 		}
 		err := agent.Call(ctx, "plan.create", map[string]string{"source": e.fill(a.src, ws, vars)}, &p)
 		say("plan.create", err)
-		if p.Ref != "" {
+		if p.Ref == "" {
+			break
+		}
+		if a.approved {
+			op, err := e.dial(ctx, session, "human:operator", ws, true)
+			if err != nil {
+				e.t.Fatalf("%s: the operator cannot attach: %v", a.name, err)
+			}
+			err = op.Call(ctx, "plan.approve", map[string]string{"ref": p.Ref}, nil)
+			op.Close()
+			if err != nil {
+				e.t.Fatalf("%s: the operator's approval failed: %v", a.name, err)
+			}
+		} else {
 			say("plan.approve by its author", agent.Call(ctx, "plan.approve", map[string]string{"ref": p.Ref}, nil))
-			say("plan.apply", agent.Call(ctx, "plan.apply", map[string]string{"ref": p.Ref}, nil))
+		}
+		say("plan.apply", agent.Call(ctx, "plan.apply", map[string]string{"ref": p.Ref}, nil))
+		if a.after != "" {
+			_, err := agent.Exec(ctx, e.fill(a.after, ws, vars), client.ExecOptions{})
+			say("after", err)
 		}
 	case "cli":
 		vars["REF"] = planRef()

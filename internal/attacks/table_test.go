@@ -192,6 +192,20 @@ func buildTable() []attack {
 		attack{name: "plan a state dir write, apply", src: `echo '"agent:*" = ["Approve"]' >> {{S}}/policy.toml`},
 		attack{name: "plan git alias, apply", src: `git -c alias.x='!rm -rf {{C}}/dir' x`},
 	)
+	// An approved plan widens the confinement by the targets it names,
+	// for its own run: not by what it hides, and not afterwards.
+	add("approved-plan", "plan.apply",
+		attack{name: "approved delete hides an IFS write", approved: true, mayChange: []string{"dir/sub"},
+			src: `rm -rf {{C}}/dir/sub; IFS=,; x=tee,{{C}}/f2; echo pwned | $x`},
+		attack{name: "approved delete hides a write through a link", approved: true, mayChange: []string{"dir/sub"},
+			src: `rm -rf {{C}}/dir/sub; ln -s {{C}}/f1 l; echo pwned > l`},
+		attack{name: "approved delete hides a sibling delete in a script", approved: true, mayChange: []string{"dir/sub"},
+			src: `printf 'rm -f {{C}}/f1\n' > s.sh; rm -rf {{C}}/dir/sub; sh s.sh`},
+		attack{name: "the widening outlives its run", approved: true, mayChange: []string{"dir/sub"},
+			src: `rm -rf {{C}}/dir/sub`, after: `rm -rf {{C}}/dir; echo pwned > {{C}}/f1`},
+		attack{name: "a background job of the approved run", approved: true, mayChange: []string{"dir/sub"},
+			src: `rm -rf {{C}}/dir/sub; (sleep 0.3; rm -f {{C}}/f2) &`, after: `sleep 0.5`},
+	)
 
 	add("self-approval", "cli",
 		attack{name: "CLI plan approve from the session", src: `SHOAL_STATE_DIR={{S}} {{SHOAL}} plan approve {{REF}} --session {{SESSION}}`},
@@ -241,6 +255,9 @@ func buildTable() []attack {
 		attack{name: "background exec", background: true, src: `sleep 0.1; rm -f {{C}}/f1`},
 		attack{name: "check before its turn (TOCTOU across connections)", src: `sleep 0.5; cd {{C}}`, concurrent: `rm -rf dir`},
 		attack{name: "kill -9 -1 inside the session", gate: "signals-scoped", src: `env kill -9 -1`},
+		attack{name: "kill -9 -1 from python", gate: "signals-scoped", src: `python3 -c 'import os, signal; os.kill(-1, signal.SIGKILL)'`},
+		attack{name: "kill -9 -1 from a script", gate: "signals-scoped", src: `printf '#!/bin/sh\nkill -9 -1\n' > k.sh; sh k.sh`},
+		attack{name: "kill -9 of the process group of the kernel", gate: "signals-scoped", src: `sh -c 'kill -9 -- -{{KPID}}'`},
 	)
 
 	// HTTP: the attacker can reach the loopback port and knows a live
