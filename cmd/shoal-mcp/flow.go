@@ -93,7 +93,7 @@ type oversize struct {
 }
 
 func (o *oversize) response() []byte {
-	return errorResponse(o.id, -32600, fmt.Sprintf("invalid request: the message is over %d bytes (%d or more were sent) and was not read; send smaller messages (put large data in files or blobs)", maxMessage, o.size), nil)
+	return errorResponse(o.id, -32600, fmt.Sprintf("invalid request: the message is over %d bytes (it had %d) and was not read; send smaller messages (put large data in files or blobs)", maxMessage, o.size), nil)
 }
 
 // oversizeHead is how much of an oversize message is kept to find its id.

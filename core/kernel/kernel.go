@@ -107,13 +107,15 @@ type Kernel struct {
 	listener net.Listener
 	conns    map[uint64]*conn
 	perUID   map[uint32]int
-	sessions map[string]*sessionState
-	lastIdle time.Time
-	closed   bool
-	nextConn atomic.Uint64
-	wg       sync.WaitGroup
-	stopOnce sync.Once
-	stopped  chan struct{}
+	// acceptLogged is when a failed accept was last logged (Serve only).
+	acceptLogged time.Time
+	sessions     map[string]*sessionState
+	lastIdle     time.Time
+	closed       bool
+	nextConn     atomic.Uint64
+	wg           sync.WaitGroup
+	stopOnce     sync.Once
+	stopped      chan struct{}
 }
 
 type sessionState struct {

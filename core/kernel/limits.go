@@ -23,8 +23,12 @@ const (
 // the next wait.
 func (k *Kernel) acceptFailed(err error, wait time.Duration) time.Duration {
 	if wait == 0 {
-		k.log.Warn("accept failed; backing off and serving the open connections", "err", err,
-			"fd_exhausted", errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE))
+		// Logged once a minute at most, however often it recurs.
+		if now := time.Now(); now.Sub(k.acceptLogged) >= time.Minute {
+			k.acceptLogged = now
+			k.log.Warn("accept failed; backing off and serving the open connections", "err", err,
+				"fd_exhausted", errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE))
+		}
 		wait = acceptBackoff
 	} else if wait *= 2; wait > acceptBackoffMax {
 		wait = acceptBackoffMax
