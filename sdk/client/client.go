@@ -91,11 +91,14 @@ type Attached struct {
 	Grants    []string `json:"grants"`
 	Workspace string   `json:"workspace"`
 	// Credential is "agent" or "operator": which token attached.
-	Credential string   `json:"credential"`
-	Cwd        string   `json:"cwd"`
-	Channels   []string `json:"channels"`
-	Epoch      string   `json:"epoch"`
-	Kernel     struct {
+	Credential string `json:"credential"`
+	// Confinement says how the OS confines the session's executions
+	// ({"confined": true, …}, see docs/security.md).
+	Confinement json.RawMessage `json:"confinement,omitempty"`
+	Cwd         string          `json:"cwd"`
+	Channels    []string        `json:"channels"`
+	Epoch       string          `json:"epoch"`
+	Kernel      struct {
 		Version  string `json:"version"`
 		PID      int    `json:"pid"`
 		StateDir string `json:"state_dir"`
