@@ -41,6 +41,9 @@ func TestNoCredentialLeaves(t *testing.T) {
 			t.Fatalf("%s: exec: %v", c.Name, err)
 		}
 		keep("exec reply", r)
+		if !strings.Contains(strings.Join(r.Marks, ","), "redacted") {
+			t.Errorf("%s: the reply's preview is not marked redacted: %v", c.Name, r.Marks)
+		}
 		val, err := agent.Read(ctx, r.URI+"?format=raw")
 		if err != nil {
 			t.Fatal(err)

@@ -10,12 +10,14 @@
 package session
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -641,9 +643,13 @@ func (p *Provider) finish(ctx context.Context, c *core.Caller, s *sess, req core
 		}
 		// Credential shapes too: the preview is shown and published (the
 		// render event); the value itself stays readable through its ref.
-		raw, text = journal.RedactJSON(raw), journal.Redact(text)
+		marks := res.Marks
+		if r, t := journal.RedactJSON(raw), journal.Redact(text); t != text || !bytes.Equal(r, raw) {
+			raw, text = r, t
+			marks = append(slices.Clone(marks), MarkRedacted)
+		}
 		b := built{reply: &core.ExecReply{Ref: e.Ref, URI: e.URI, OK: &ok, Exit: &exit, State: state, DurationNS: res.Duration.Nanoseconds(),
-			Effects: kinds, Preview: raw, PreviewText: text, ValRef: e.ValRef, Marks: res.Marks}}
+			Effects: kinds, Preview: raw, PreviewText: text, ValRef: e.ValRef, Marks: marks}}
 		if note := confinedNote(s, res); note != nil {
 			b.reply.Confined = note
 		}
@@ -674,6 +680,10 @@ func (p *Provider) finish(ctx context.Context, c *core.Caller, s *sess, req core
 	}
 	return &b, nil
 }
+
+// MarkRedacted marks a reply whose preview had credentials redacted: the
+// value itself, read through its ref, has them as they were.
+const MarkRedacted = "redacted"
 
 // journalWritable refuses an execution before it runs when the journal
 // could not record it.
