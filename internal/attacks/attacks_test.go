@@ -75,6 +75,9 @@ type attack struct {
 	input string
 	// fresh: attach on a new connection instead of the attacker's own.
 	fresh bool
+	// via is plan.approve's via (attach): "elicitation" claims the
+	// person at the host said yes.
+	approveVia string
 	// auth is the Authorization header, query is added to the URL (http).
 	auth, query string
 	// gate names a precondition without which the row must not run at
@@ -812,10 +815,14 @@ func (e *env) attack(ctx context.Context, agent *client.Client, a attack, sessio
 			params["session"] = session
 		}
 		if a.fresh {
-			say("fresh connection", rawAttachApprove(ctx, filepath.Join(e.state, statedir.SocketName), params, vars["REF"]))
+			say("fresh connection", rawAttachApprove(ctx, filepath.Join(e.state, statedir.SocketName), params, vars["REF"], a.approveVia))
 		} else {
 			say("second session.attach", agent.Call(ctx, "session.attach", params, nil))
-			say("plan.approve after it", agent.Call(ctx, "plan.approve", map[string]string{"ref": vars["REF"]}, nil))
+			approve := map[string]string{"ref": vars["REF"]}
+			if a.approveVia != "" {
+				approve["via"] = a.approveVia
+			}
+			say("plan.approve after it", agent.Call(ctx, "plan.approve", approve, nil))
 		}
 		if vars["REF"] != "" {
 			say("plan.apply", agent.Call(ctx, "plan.apply", map[string]string{"ref": vars["REF"]}, nil))
@@ -866,7 +873,11 @@ func fileSize(p string) int64 {
 
 // rawAttachApprove attaches a new connection with params and asks it to
 // approve ref.
-func rawAttachApprove(ctx context.Context, sock string, params map[string]any, ref string) error {
+func rawAttachApprove(ctx context.Context, sock string, params map[string]any, ref, via string) error {
+	approve := map[string]string{"ref": ref}
+	if via != "" {
+		approve["via"] = via
+	}
 	var d net.Dialer
 	nc, err := d.DialContext(ctx, "unix", sock)
 	if err != nil {
@@ -878,7 +889,7 @@ func rawAttachApprove(ctx context.Context, sock string, params map[string]any, r
 	var errs []string
 	for i, req := range []map[string]any{
 		{"jsonrpc": "2.0", "id": 1, "method": "session.attach", "params": params},
-		{"jsonrpc": "2.0", "id": 2, "method": "plan.approve", "params": map[string]string{"ref": ref}},
+		{"jsonrpc": "2.0", "id": 2, "method": "plan.approve", "params": approve},
 	} {
 		b, _ := json.Marshal(req)
 		if _, err := nc.Write(append(b, '\n')); err != nil {

@@ -222,6 +222,8 @@ func buildTable() []attack {
 		attack{name: "fresh connection as agent:lead (policy grants it Approve)", fresh: true, src: `{"token":"{{TOKEN}}","principal":"agent:lead"}`},
 		attack{name: "fresh connection with a token read from the state dir", fresh: true,
 			pre: `cat {{S}}/operator.token > {{W}}/stolen`, src: `{"token":"{{STOLEN}}","principal":"human:x"}`},
+		attack{name: "the agent token read from the state dir, approve via elicitation", fresh: true, approveVia: "elicitation",
+			pre: `cat {{S}}/token > {{W}}/stolen`, src: `{"token":"{{STOLEN}}","principal":"agent:attacker"}`},
 		attack{name: "fresh connection with a token found by find", fresh: true,
 			pre: `cat $(find {{S}} -name 'operator*' | head -1) > {{W}}/stolen`, src: `{"token":"{{STOLEN}}","principal":"human:x"}`},
 	)
