@@ -108,7 +108,9 @@ func (k *Kernel) refuse(nc net.Conn) {
 // until it attaches, and its backpressure bounds.
 func (k *Kernel) connOptions() rpc.ConnOptions {
 	l := k.cfg.Limits
-	return rpc.ConnOptions{MaxFrame: l.FrameBeforeAttach, MaxUnwritten: l.UnwrittenBytes, MaxInflight: l.RequestsInFlight}
+	return rpc.ConnOptions{MaxFrame: l.FrameBeforeAttach, MaxUnwritten: l.UnwrittenBytes, MaxInflight: l.RequestsInFlight,
+		// A wait holds little until it answers, and its answer is small.
+		Waiting: func(method string) bool { return method == "wait" }}
 }
 
 // attachDeadline closes c if it has not attached in time, so a peer that

@@ -38,6 +38,10 @@ type ConnOptions struct {
 	// MaxInflight bounds the requests of this connection being served at
 	// once (DefaultMaxInflight if zero); more wait unread.
 	MaxInflight int
+	// Waiting reports methods that mostly wait (for an event, a task)
+	// and answer briefly: they do not count against MaxInflight, so a
+	// client's many waits never hold up its other requests.
+	Waiting func(method string) bool
 	// Serial serves requests one at a time in arrival order instead of each
 	// in its own goroutine.
 	Serial bool
@@ -65,6 +69,7 @@ type Conn struct {
 	// reader waits on wcond while either is over its bound.
 	unwritten int
 	inflight  int
+	waiting   int // of inflight, requests of Waiting methods
 	maxFrame  atomic.Int64
 
 	mu      sync.Mutex
@@ -217,7 +222,7 @@ func (c *Conn) waitRoom() {
 		maxInflight = DefaultMaxInflight
 	}
 	c.wmu.Lock()
-	for (c.unwritten > maxUnwritten || c.inflight >= maxInflight) && c.werr == nil && c.ctx.Err() == nil {
+	for (c.unwritten > maxUnwritten || c.inflight-c.waiting >= maxInflight) && c.werr == nil && c.ctx.Err() == nil {
 		c.wcond.Wait()
 	}
 	c.wmu.Unlock()
@@ -237,21 +242,29 @@ func (c *Conn) waitUnwritten() {
 	c.wmu.Unlock()
 }
 
-// started and finished count a request handed to a worker.
-func (c *Conn) started() {
+// started and finished count a request handed to a worker; waiting
+// says it is of a Waiting method.
+func (c *Conn) started(waiting bool) {
 	c.wmu.Lock()
 	c.inflight++
+	if waiting {
+		c.waiting++
+	}
 	c.wmu.Unlock()
 }
 
-func (c *Conn) finished() {
+func (c *Conn) finished(waiting bool) {
 	c.wmu.Lock()
 	c.inflight--
+	if waiting {
+		c.waiting--
+	}
 	c.wcond.Broadcast()
 	c.wmu.Unlock()
 }
 
 func (c *Conn) serve(m *Message) {
+	waiting := c.opts.Waiting != nil && c.opts.Waiting(m.Method)
 	// run serves m. On a worker (onWorker) a request's handler may answer
 	// early (ReplyNow); run then reports that the worker's count in c.wg
 	// was released. On the reading goroutine it cannot.
@@ -259,7 +272,7 @@ func (c *Conn) serve(m *Message) {
 		ctx := c.ctx
 		var slot *replySlot
 		if onWorker && m.ID != nil {
-			slot = &replySlot{c: c, id: m.ID}
+			slot = &replySlot{c: c, id: m.ID, waiting: waiting}
 			ctx, slot.cancel = context.WithCancelCause(ctx)
 			ctx = context.WithValue(ctx, replyKey{}, slot)
 			c.track(slot)
@@ -282,7 +295,7 @@ func (c *Conn) serve(m *Message) {
 			c.answer(m, result, err)
 		}
 		if onWorker {
-			c.finished()
+			c.finished(waiting)
 		}
 		return false
 	}
@@ -290,7 +303,7 @@ func (c *Conn) serve(m *Message) {
 		run(false)
 		return
 	}
-	c.started()
+	c.started(waiting)
 	// Hand the request to an idle worker; workers are kept (up to
 	// maxWorkers) so their grown stacks are reused, and a request finding
 	// none idle gets a goroutine of its own, so a slow handler never holds
@@ -405,8 +418,10 @@ type replySlot struct {
 	c      *Conn
 	id     json.RawMessage
 	cancel context.CancelCauseFunc
-	mu     sync.Mutex
-	sent   bool
+	// waiting: the request is of a Waiting method (see Conn.started).
+	waiting bool
+	mu      sync.Mutex
+	sent    bool
 }
 
 // take claims the answer for the handler's return; false when ReplyNow
@@ -441,7 +456,7 @@ func ReplyNow(ctx context.Context, result any) bool {
 	// Answered: the caller can no longer cancel it.
 	s.c.untrack(s)
 	s.c.answer(&Message{ID: s.id}, result, nil)
-	s.c.finished()
+	s.c.finished(s.waiting)
 	s.c.wg.Done() // the worker's count: the connection no longer waits for this handler
 	return true
 }

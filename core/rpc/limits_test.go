@@ -173,3 +173,29 @@ func TestSetMaxFrame(t *testing.T) {
 		}
 	}
 }
+
+// TestWaitingUncounted: requests of Waiting methods do not count against
+// MaxInflight, so a client's many waits leave room for its other
+// requests.
+func TestWaitingUncounted(t *testing.T) {
+	sc, cc := unixPair(t)
+	release := make(chan struct{})
+	server := NewConn(sc, ConnOptions{MaxInflight: 2, Waiting: func(m string) bool { return m == "wait" },
+		Handler: func(ctx context.Context, method string, params json.RawMessage) (any, error) {
+			if method == "wait" {
+				<-release
+			}
+			return method, nil
+		}})
+	go server.Run()
+	defer func() { server.Close(); <-server.Done() }()
+	defer close(release)
+	for i := range 5 {
+		fmt.Fprintf(cc, `{"jsonrpc":"2.0","id":%d,"method":"wait"}`+"\n", i)
+	}
+	fmt.Fprintln(cc, `{"jsonrpc":"2.0","id":9,"method":"ping"}`)
+	line, err := bufio.NewReader(cc).ReadString('\n')
+	if err != nil || line != `{"jsonrpc":"2.0","id":9,"result":"ping"}`+"\n" {
+		t.Fatalf("with five waits in flight: %q %v", line, err)
+	}
+}
