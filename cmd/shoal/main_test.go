@@ -60,8 +60,11 @@ func kernelStart(ts *testscript.TestScript, neg bool, args []string) {
 	cmd.Stderr = &log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	ts.Check(cmd.Start())
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	// done is closed once the kernel exited (waitErr then holds why): a
+	// closed channel, so the start loop and stop can both wait on it.
+	done := make(chan struct{})
+	var waitErr error
+	go func() { waitErr = cmd.Wait(); close(done) }()
 	stop := func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		select {
@@ -81,8 +84,8 @@ func kernelStart(ts *testscript.TestScript, neg bool, args []string) {
 			return
 		}
 		select {
-		case err := <-done:
-			ts.Fatalf("kernel exited: %v\n%s", err, log.String())
+		case <-done:
+			ts.Fatalf("kernel exited: %v\n%s", waitErr, log.String())
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
@@ -98,10 +101,12 @@ func kernelStop(ts *testscript.TestScript, neg bool, args []string) {
 	sock := filepath.Join(ts.Getenv("SHOAL_STATE_DIR"), "kernel.sock")
 	deadline := time.Now().Add(15 * time.Second)
 	for time.Now().Before(deadline) {
-		if _, err := os.Stat(sock); os.IsNotExist(err) {
+		// Gone once its socket is and it has exited (its state-dir lock
+		// with it): its sessions' confined workers end first.
+		if _, err := os.Stat(sock); os.IsNotExist(err) && syscall.Kill(pid, 0) != nil {
 			return
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	ts.Fatalf("kernel did not stop: %s still exists", sock)
+	ts.Fatalf("kernel did not stop: %s still exists or pid %d runs", sock, pid)
 }
