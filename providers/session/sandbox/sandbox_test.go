@@ -4,6 +4,7 @@ package sandbox
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -204,5 +205,27 @@ func TestWritableAroundDenied(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(filepath.Join(state, "policy.toml")); string(b) != "orig" {
 		t.Fatalf("policy = %q", b)
+	}
+}
+
+func TestRequestEncoding(t *testing.T) {
+	in := request{Op: "spawn", ID: 1 << 40, Path: "/bin/sh", Flag: os.O_WRONLY | os.O_CREATE, Perm: 0o644,
+		Argv: []string{"sh", "-c", "echo é"}, Env: []string{"A=1", "B="}, Dir: "/w", Setsid: true, Setctty: true, Ctty: 2}
+	b, err := in.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out request
+	if err := out.UnmarshalBinary(b); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(in) != fmt.Sprint(out) {
+		t.Fatalf("%+v != %+v", out, in)
+	}
+	for i := range b {
+		var r request
+		if err := r.UnmarshalBinary(b[:i]); err == nil {
+			t.Fatalf("a request cut at %d of %d decoded", i, len(b))
+		}
 	}
 }
