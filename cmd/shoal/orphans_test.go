@@ -14,7 +14,7 @@ import (
 	"github.com/shoal-sh/shoal/sdk/client"
 )
 
-// TestKillNineLeavesNoProcess: after `kill -9` of the kernel, nothing a
+// TestKillNineLeavesNoProcess: after `kill -9` (or SIGTERM) of the kernel, nothing a
 // session started is left — not a setsid'd or nohup'd child, not a
 // background task, not a PTY's program. Each session's confined worker
 // sees its socket end and ends its whole domain. Cycled a few times, with
@@ -29,7 +29,11 @@ func TestKillNineLeavesNoProcess(t *testing.T) {
 	}
 	defer os.RemoveAll(dir)
 	ws := t.TempDir()
-	for round := 0; round < 5; round++ {
+	rounds := 6 // SHOAL_ORPHAN_ROUNDS=50 for the long run
+	if n, err := strconv.Atoi(os.Getenv("SHOAL_ORPHAN_ROUNDS")); err == nil && n > 0 {
+		rounds = n
+	}
+	for round := 0; round < rounds; round++ {
 		cmd, done := startKernelProc(t, dir)
 		c, err := client.Dial(context.Background(), client.Options{StateDir: dir, Principal: "agent:orphans", Workspace: ws})
 		if err != nil {
@@ -66,7 +70,12 @@ sh -c "sh -c 'echo \$\$ > c; exec sleep 302' >/dev/null 2>&1 &"`
 		}
 		pids = append(pids, sleepers(t, "304")...)
 		c.Close()
-		if err := syscall.Kill(cmd.Process.Pid, syscall.SIGKILL); err != nil {
+		// Every other round a clean stop (SIGTERM), else kill -9.
+		sig := syscall.SIGKILL
+		if round%2 == 1 {
+			sig = syscall.SIGTERM
+		}
+		if err := syscall.Kill(cmd.Process.Pid, sig); err != nil {
 			t.Fatal(err)
 		}
 		<-done
@@ -81,6 +90,7 @@ sh -c "sh -c 'echo \$\$ > c; exec sleep 302' >/dev/null 2>&1 &"`
 			t.Fatalf("round %d: processes outlived the killed kernel: %v", round, pids)
 		}
 	}
+	t.Logf("%d rounds (kill -9 and SIGTERM in turn): no process left", rounds)
 }
 
 func alive(pids []int) bool {
