@@ -13,8 +13,8 @@ import (
 	"mvdan.cc/sh/v3/syntax"
 
 	"github.com/shoal-sh/shoal/core"
-	"github.com/shoal-sh/shoal/core/policy"
 	"github.com/shoal-sh/shoal/core/bus"
+	"github.com/shoal-sh/shoal/core/policy"
 	"github.com/shoal-sh/shoal/core/rpc"
 	"github.com/shoal-sh/shoal/providers/out"
 	"github.com/shoal-sh/shoal/providers/task"
