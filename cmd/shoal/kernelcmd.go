@@ -79,6 +79,14 @@ func kernelStopCommand() *command {
 			if err := waitGone(x.ctx, x.cf.options(nil).SocketPath(), kernelStopWait); err != nil {
 				return fmt.Errorf("kernel pid %d: %w", st.PID, err)
 			}
+			// The socket goes first; the kernel then ends its sessions'
+			// workers and releases the state dir. Wait for that too, so a
+			// kernel started right after finds the state dir free.
+			for deadline := time.Now().Add(kernelStopWait); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+				if syscall.Kill(st.PID, 0) == syscall.ESRCH {
+					break
+				}
+			}
 			fmt.Fprintf(x.stdout, "stopped kernel pid %d\n", st.PID)
 			return nil
 		}}
