@@ -102,6 +102,7 @@ func TestModernGoSDK(t *testing.T) {
 	if init.ProtocolVersion != "2026-07-28" || init.ServerInfo == nil || init.ServerInfo.Name != "shoal" {
 		t.Fatalf("negotiated %q with %+v; want 2026-07-28 through server/discover", init.ProtocolVersion, init.ServerInfo)
 	}
+	//lint:ignore SA1019 the facade still offers logging in the deprecation window; this checks it does
 	if init.Capabilities.Logging == nil || init.Capabilities.Completions == nil || init.Capabilities.Resources == nil || !init.Capabilities.Resources.Subscribe {
 		t.Errorf("capabilities %+v", init.Capabilities)
 	}
@@ -165,6 +166,7 @@ func TestModernRoots(t *testing.T) {
 	sd := newStateDir(t)
 	launch, root := t.TempDir(), t.TempDir()
 	c := sdk.NewClient(&sdk.Implementation{Name: "shoal-roots-test", Version: "1"}, nil)
+	//lint:ignore SA1019 roots stay supported in the deprecation window; this test is about them
 	c.AddRoots(&sdk.Root{URI: "file://" + root, Name: "project"})
 	cmd := exec.Command(facadeBin, "--state-dir", sd.dir, "--principal", "agent:sdk", "--idle-exit", "1m")
 	cmd.Dir = launch

@@ -157,7 +157,6 @@ func expandHome(p, home string) string {
 type sandboxDoc struct {
 	set bool
 	sb  Sandbox
-	err error
 }
 
 // UnmarshalTOML implements toml.Unmarshaler. Unknown keys and bad values

@@ -2,6 +2,7 @@ package value
 
 import (
 	"bytes"
+	"math"
 	"strings"
 	"testing"
 )
@@ -14,7 +15,7 @@ func encodeCases() []Value {
 		Str(strings.Repeat("plain ascii text ", 9) + "\x00\x1f\"\\\n\r\t<>&\u2028\u2029é😀"),
 		Str("bad \xff utf-8 \xc3"),
 		Str("\xed\xa0\x80"),
-		List{Float(-0.0), Float(1e-7), Float(1e21), Float(123456789.125), Int(-1 << 63)},
+		List{Float(math.Copysign(0, -1)), Float(1e-7), Float(1e21), Float(123456789.125), Int(-1 << 63)},
 		&Table{Cols: []string{"a", "b"}, Rows: [][]Value{{Int(1)}, {nil, Str("x")}, {Int(1), Int(2), Int(3)}}},
 		&Table{Cols: []string{"a"}, Rows: [][]Value{{Int(1), List{List{}}}}},
 		benchTable(50),

@@ -285,10 +285,11 @@ type prefixWalk struct {
 
 func (w *prefixWalk) seekLE(t []byte) ([]byte, bool) {
 	w.buf = append(append(w.buf[:0], w.prefix...), t...)
-	k, v := w.c.Seek(w.buf)
+	k, _ := w.c.Seek(w.buf)
 	if k != nil && bytes.Equal(k, w.buf) {
 		return k[len(w.prefix):], true
 	}
+	var v []byte
 	if k == nil {
 		k, v = w.c.Last()
 	} else {

@@ -195,7 +195,7 @@ func cleanOutput(b []byte, raw bool) (s string, text bool) {
 	// Byte scans (vectorised IndexByte) decide whether any work is due, so
 	// clean output costs one pass per check and never a per-rune one. The
 	// 8-bit CSI U+009B is the two bytes C2 9B in UTF-8.
-	if strings.IndexByte(s, 0x1b) >= 0 || strings.Contains(s, "") {
+	if strings.IndexByte(s, 0x1b) >= 0 || strings.Contains(s, "\u009b") {
 		s = ansi.Strip(s)
 	}
 	if needsOverstrike(s) {
