@@ -10,13 +10,13 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/shoal-sh/shoal/core/render"
 	"github.com/shoal-sh/shoal/core/rpc"
 	"github.com/shoal-sh/shoal/core/uri"
 	"github.com/shoal-sh/shoal/core/value"
 	"github.com/shoal-sh/shoal/core/wire"
+	"github.com/shoal-sh/shoal/internal/clip"
 )
 
 // Router maps shoal:// URIs to providers by family and applies the shared
@@ -430,11 +430,7 @@ func clipText(s string, limit int) string {
 		return s
 	}
 	note := fmt.Sprintf("\n… (%d bytes in all; the text shows the first part, structuredContent holds everything)", len(s))
-	cut := limit - len(note)
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + note
+	return clip.Prefix(s, limit-len(note)) + note
 }
 
 // readGrep reads grep and context from the options or the URI query.

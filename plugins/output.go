@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"log/slog"
 	"sync"
+
+	"github.com/shoal-sh/shoal/internal/clip"
 )
 
 // Bounds of what a plugin can make the kernel keep or log.
@@ -103,13 +105,13 @@ func (o *output) reason() string {
 	for _, prefix := range []string{"fatal error:", "panic:", "runtime: out of memory"} {
 		for _, l := range lines {
 			if bytes.HasPrefix(l, []byte(prefix)) {
-				return clip(string(l), 300)
+				return clip.String(string(l), 300)
 			}
 		}
 	}
 	for i := len(lines) - 1; i >= 0; i-- {
 		if l := bytes.TrimSpace(lines[i]); len(l) > 0 {
-			return clip(string(l), 300)
+			return clip.String(string(l), 300)
 		}
 	}
 	return ""
@@ -121,15 +123,3 @@ func (o *output) mentions(s string) bool {
 	defer o.mu.Unlock()
 	return bytes.Contains(o.tail, []byte(s))
 }
-
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8Start(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
-}
-
-func utf8Start(b byte) bool { return b&0xC0 != 0x80 }

@@ -24,6 +24,7 @@ import (
 
 	"github.com/shoal-sh/shoal/core"
 	"github.com/shoal-sh/shoal/core/rpc"
+	"github.com/shoal-sh/shoal/internal/clip"
 )
 
 // maxModule bounds the .wasm file read at load.
@@ -475,7 +476,7 @@ func (p *plugin) invoke(ctx context.Context, pick func(*instance) api.Function, 
 	}
 	if env.Error != nil && env.Error.Code == guestPanic {
 		p.retire(in)
-		return nil, p.failed(ctx, pluginError(p.name, "panic: %s", clip(env.Error.Message, 1000)))
+		return nil, p.failed(ctx, pluginError(p.name, "panic: %s", clip.String(env.Error.Message, 1000)))
 	}
 	p.release(in)
 	return env, nil

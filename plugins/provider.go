@@ -10,6 +10,7 @@ import (
 	"github.com/shoal-sh/shoal/core/rpc"
 	"github.com/shoal-sh/shoal/core/uri"
 	"github.com/shoal-sh/shoal/core/value"
+	"github.com/shoal-sh/shoal/internal/clip"
 )
 
 // provider adapts a provider plugin to core.Provider: the router treats
@@ -148,7 +149,7 @@ func (p *plugin) guestError(env *envelope) error {
 	if env.OK {
 		return nil
 	}
-	msg := clip(env.Error.Message, 2000)
+	msg := clip.String(env.Error.Message, 2000)
 	switch env.Error.Code {
 	case guestNotFound:
 		return rpc.Errorf(rpc.NotFound, "%s", msg)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/shoal-sh/shoal/core/bus"
 	"github.com/shoal-sh/shoal/core/rpc"
+	"github.com/shoal-sh/shoal/internal/clip"
 )
 
 // noLoader refuses every $ref outside the schema itself: a plugin's
@@ -128,9 +129,9 @@ func (p *plugin) validatePayload(channel string, payload json.RawMessage) error 
 		return nil
 	}
 	if env.Error.Code == guestRejected {
-		return rpc.Errorf(rpc.Rejected, "%s", clip(env.Error.Message, 2000))
+		return rpc.Errorf(rpc.Rejected, "%s", clip.String(env.Error.Message, 2000))
 	}
-	return p.failed(context.Background(), pluginError(p.name, "validator failed: %s: %s", env.Error.Code, clip(env.Error.Message, 1000)))
+	return p.failed(context.Background(), pluginError(p.name, "validator failed: %s: %s", env.Error.Code, clip.String(env.Error.Message, 1000)))
 }
 
 func (p *plugin) handles(channel string) bool {
@@ -164,5 +165,5 @@ func schemaReason(err error) string {
 		}
 	}
 	walk(ve)
-	return clip(strings.Join(parts, "; "), 2000)
+	return clip.String(strings.Join(parts, "; "), 2000)
 }

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/shoal-sh/shoal/core/rpc"
+	"github.com/shoal-sh/shoal/internal/clip"
 )
 
 // Scheme is the URI scheme prefix.
@@ -40,16 +41,9 @@ type Param struct {
 
 func badURI(raw, format string, args ...any) *rpc.Error {
 	e := rpc.Errorf(rpc.BadURI, format, args...)
-	e.Message = "bad URI " + strconv.Quote(clip(raw)) + ": " + e.Message +
+	e.Message = "bad URI " + strconv.Quote(clip.String(raw, 200)) + ": " + e.Message +
 		"; URIs look like shoal://out/17?path=.rows[0].name&slice=0..20"
 	return e
-}
-
-func clip(s string) string {
-	if len(s) > 200 {
-		return s[:200] + "…"
-	}
-	return s
 }
 
 // Parse parses a shoal:// URI. Errors are *rpc.Error with code BadURI.

@@ -12,6 +12,7 @@ import (
 	"github.com/shoal-sh/shoal/core"
 	"github.com/shoal-sh/shoal/core/rpc"
 	"github.com/shoal-sh/shoal/core/uri"
+	"github.com/shoal-sh/shoal/internal/clip"
 )
 
 // FileName is the journal's file in the state directory.
@@ -291,7 +292,7 @@ func QueryFromParams(params json.RawMessage) (Query, error) {
 		case json.Unmarshal(*in.Effects, &one) == nil:
 			q.Effects = splitList(one)
 		default:
-			return q, rpc.Errorf(rpc.InvalidParams, "journal.query: effects must be a list of effect names like [\"fs.write\",\"net\"], got %s", clip(string(*in.Effects)))
+			return q, rpc.Errorf(rpc.InvalidParams, "journal.query: effects must be a list of effect names like [\"fs.write\",\"net\"], got %s", clip.String(string(*in.Effects), 60))
 		}
 	}
 	return q, nil
@@ -308,14 +309,7 @@ func intParam(name string, raw *json.RawMessage) (int64, error) {
 	}
 	n, err := strconv.ParseInt(strings.TrimSpace(text), 10, 64)
 	if err != nil {
-		return 0, rpc.Errorf(rpc.InvalidParams, "journal.query: %s must be an integer (nanoseconds for since/until), got %s", name, clip(string(*raw)))
+		return 0, rpc.Errorf(rpc.InvalidParams, "journal.query: %s must be an integer (nanoseconds for since/until), got %s", name, clip.String(string(*raw), 60))
 	}
 	return n, nil
-}
-
-func clip(s string) string {
-	if len(s) > 60 {
-		return s[:60] + "…"
-	}
-	return s
 }

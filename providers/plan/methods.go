@@ -323,7 +323,7 @@ func (p *Provider) announce(rec Record, event, by, reason string) {
 		"verdict":   rec.Verdict,
 		"approval":  rec.Approval,
 		"effects":   rec.Effects,
-		"source":    clip(rec.Source, 200),
+		"source":    oneLine(rec.Source, 200),
 	})
 	if err != nil {
 		return

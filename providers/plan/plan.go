@@ -27,6 +27,7 @@ import (
 	"github.com/shoal-sh/shoal/core/policy"
 	"github.com/shoal-sh/shoal/core/rpc"
 	"github.com/shoal-sh/shoal/core/uri"
+	"github.com/shoal-sh/shoal/internal/clip"
 	"github.com/shoal-sh/shoal/providers/journal"
 	"github.com/shoal-sh/shoal/providers/plan/analyze"
 )
@@ -186,7 +187,7 @@ func (p *Provider) List(_ context.Context, c *core.Caller) ([]core.Resource, err
 		out = append(out, core.Resource{
 			URI:         rec.URI,
 			Name:        rec.Ref,
-			Description: fmt.Sprintf("%s, %s: %s", rec.Verdict, rec.Approval, clip(rec.Source, 80)),
+			Description: fmt.Sprintf("%s, %s: %s", rec.Verdict, rec.Approval, oneLine(rec.Source, 80)),
 			MimeType:    "application/json",
 		})
 	}
@@ -264,7 +265,7 @@ func (p *Provider) lookup(c *core.Caller, ref string) (*entry, error) {
 			return e, nil
 		}
 	}
-	return nil, rpc.Errorf(rpc.NotFound, "no plan %s in this session for %s; plan.list shows the plans you can see (plans vanish when the kernel restarts)", clip(ref, 40), c.Principal)
+	return nil, rpc.Errorf(rpc.NotFound, "no plan %s in this session for %s; plan.list shows the plans you can see (plans vanish when the kernel restarts)", oneLine(ref, 40), c.Principal)
 }
 
 func (p *Provider) get(c *core.Caller, ref string) (Record, error) {
@@ -404,16 +405,10 @@ func realDir(d string) string {
 	return filepath.Clean(d)
 }
 
-func clip(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) <= n {
-		return s
-	}
-	cut := n
-	for cut > 0 && (s[cut]&0xC0) == 0x80 {
-		cut--
-	}
-	return s[:cut] + "…"
+// oneLine is s with its whitespace runs made single spaces, clipped to n
+// bytes.
+func oneLine(s string, n int) string {
+	return clip.String(strings.Join(strings.Fields(s), " "), n)
 }
 
 func decode(raw json.RawMessage, v any) error {

@@ -48,6 +48,7 @@ import (
 	"time"
 
 	"github.com/shoal-sh/shoal/core/rpc"
+	"github.com/shoal-sh/shoal/internal/clip"
 	"github.com/zeebo/blake3"
 )
 
@@ -134,10 +135,10 @@ func (s *Store) Dir() string { return s.dir }
 // characters), as an INVALID_PARAMS error when it is not.
 func ValidHash(h string) error {
 	if len(h) != HashLen {
-		return rpc.Errorf(rpc.InvalidParams, "blob hash %q has %d characters; a blake3 hash is 64 lowercase hex characters", clip(h), len(h))
+		return rpc.Errorf(rpc.InvalidParams, "blob hash %q has %d characters; a blake3 hash is 64 lowercase hex characters", clip.String(h, 80), len(h))
 	}
 	if !isLowerHex(h) {
-		return rpc.Errorf(rpc.InvalidParams, "blob hash %q is not lowercase hex; a blake3 hash is 64 lowercase hex characters", clip(h))
+		return rpc.Errorf(rpc.InvalidParams, "blob hash %q is not lowercase hex; a blake3 hash is 64 lowercase hex characters", clip.String(h, 80))
 	}
 	return nil
 }
@@ -539,11 +540,4 @@ func (s *Store) corrupt(hash string, f *os.File) error {
 		s.log.Warn("content store: damaged blob quarantined", "hash", hash, "path", dst)
 	}
 	return rpc.Errorf(rpc.Corrupt, "blob %s failed its blake3 check and was quarantined; it will not be served. Produce the value again (storing the same bytes repairs it)", hash)
-}
-
-func clip(s string) string {
-	if len(s) > 80 {
-		return s[:80] + "…"
-	}
-	return s
 }
