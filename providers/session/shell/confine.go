@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -66,15 +67,8 @@ func (e *Evaluator) readDir(ru *run, abs string) ([]fs.DirEntry, error) {
 	}
 	defer f.Close()
 	ents, err := f.ReadDir(-1)
-	slices.SortFunc(ents, func(a, b fs.DirEntry) int {
-		if a.Name() < b.Name() {
-			return -1
-		}
-		if a.Name() > b.Name() {
-			return 1
-		}
-		return 0
-	})
+	// In name order, as os.ReadDir returns them.
+	slices.SortFunc(ents, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
 	return ents, err
 }
 
@@ -89,9 +83,12 @@ func (e *Evaluator) writeNull() (*os.File, error) {
 	return os.OpenFile(os.DevNull, os.O_WRONLY, 0)
 }
 
-// fileFor returns a file a confined process can use for r or w: the
-// file itself, or a pipe fed (or drained) by a goroutine, as os/exec does
-// for readers and writers that are not files. done waits for the copy.
+// readerFile and writerFile return a file a confined process can use for
+// r or w: the file itself, or a pipe fed (or drained) by a goroutine, as
+// os/exec does for readers and writers that are not files. readerFile's
+// done closes the parent's read end once the process has it (the feeding
+// goroutine ends with the pipe); writerFile's waits for the copy, up to
+// ioGrace.
 func readerFile(r io.Reader) (f *os.File, done func(), err error) {
 	if f, ok := r.(*os.File); ok {
 		return f, func() {}, nil
@@ -100,9 +97,7 @@ func readerFile(r io.Reader) (f *os.File, done func(), err error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	ch := make(chan struct{})
 	go func() {
-		defer close(ch)
 		io.Copy(pw, r)
 		pw.Close()
 	}()
@@ -142,17 +137,12 @@ func (e *Evaluator) spawnConfined(ctx context.Context, ru *run, hc interp.Handle
 	if stdin == nil {
 		stdin = e.devNull
 	}
-	in, inDone, err := readerFile(stdin)
+	// closeIn closes the parent's copy of a pipe made here once the
+	// process has it (a no-op when stdin is a file of the run's own).
+	in, closeIn, err := readerFile(stdin)
 	if err != nil {
 		fmt.Fprintf(hc.Stderr, "%s: %v\n", args[0], err)
 		return interp.ExitStatus(126)
-	}
-	// The parent's copy of a pipe made here is closed once the process
-	// has it; the reading goroutine ends with the pipe.
-	closeIn := func() {
-		if in != stdin {
-			inDone()
-		}
 	}
 	outs, err := newOutputs(hc.Stdout, hc.Stderr)
 	if err != nil {
@@ -254,32 +244,16 @@ func (e *Evaluator) spawnConfined(ctx context.Context, ru *run, hc interp.Handle
 // startConfined starts spec in d and tracks its process group, as start
 // does for unconfined processes.
 func (e *Evaluator) startConfined(ctx context.Context, ru *run, d *sandbox.Domain, spec sandbox.Spec) (*sandbox.Proc, *group, error) {
-	e.mu.Lock()
-	if e.closed {
-		e.mu.Unlock()
-		return nil, nil, ErrClosed
-	}
-	e.wg.Add(1)
-	e.mu.Unlock()
-	if err := ctx.Err(); err != nil {
-		e.wg.Done()
-		return nil, nil, err
-	}
-	p, err := d.Start(spec)
-	for delay := time.Millisecond; isErrno(err, syscall.ETXTBSY) && delay < 300*time.Millisecond; delay *= 2 {
-		time.Sleep(delay)
-		p, err = d.Start(spec)
-	}
+	var p *sandbox.Proc
+	g, err := e.track(ctx, ru, func() (int, []string, error) {
+		var err error
+		if p, err = d.Start(spec); err != nil {
+			return 0, nil, err
+		}
+		return p.Pid, spec.Argv, nil
+	})
 	if err != nil {
-		e.wg.Done()
 		return nil, nil, err
-	}
-	g := &group{pgid: p.Pid, args: spec.Argv, run: ru, started: time.Now(), leaderDone: make(chan struct{})}
-	e.mu.Lock()
-	e.groups[g.pgid] = g
-	e.mu.Unlock()
-	if ctx.Err() != nil {
-		e.killGroups([]*group{g})
 	}
 	return p, g, nil
 }

@@ -413,41 +413,59 @@ func (e *Evaluator) spawn(ctx context.Context, ru *run, hc interp.HandlerContext
 // On success the caller owns one e.wg count, released once the leader is
 // reaped.
 func (e *Evaluator) start(ctx context.Context, ru *run, newCmd func() *exec.Cmd) (*exec.Cmd, *group, error) {
+	var cmd *exec.Cmd
+	g, err := e.track(ctx, ru, func() (int, []string, error) {
+		// A failed Start closed the command's pipes: each try gets a
+		// fresh one.
+		cmd = newCmd()
+		if err := cmd.Start(); err != nil {
+			return 0, nil, err
+		}
+		return cmd.Process.Pid, cmd.Args, nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return cmd, g, nil
+}
+
+// track starts a process group leader with launch and tracks its group,
+// for start and startConfined alike: it refuses once the evaluator is
+// closed, takes the e.wg count the caller then owns, retries ETXTBSY and
+// ends a group whose run was cancelled while it started.
+func (e *Evaluator) track(ctx context.Context, ru *run, launch func() (pid int, args []string, err error)) (*group, error) {
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
-		return nil, nil, ErrClosed
+		return nil, ErrClosed
 	}
 	e.wg.Add(1)
 	e.mu.Unlock()
 	if err := ctx.Err(); err != nil {
 		e.wg.Done()
-		return nil, nil, err
+		return nil, err
 	}
-	cmd := newCmd()
-	err := cmd.Start()
+	pid, args, err := launch()
 	// A file just written by a concurrently forked process can briefly
 	// fail with ETXTBSY (go.dev/issue/22315); it clears within
-	// milliseconds. A failed Start closed the command's pipes, so retry
-	// with a fresh one.
+	// milliseconds.
 	for delay := time.Millisecond; isErrno(err, syscall.ETXTBSY) && delay < 300*time.Millisecond; delay *= 2 {
 		time.Sleep(delay)
-		cmd = newCmd()
-		err = cmd.Start()
+		pid, args, err = launch()
 	}
 	if err != nil {
 		e.wg.Done()
-		return nil, nil, err
+		return nil, err
 	}
-	g := &group{pgid: cmd.Process.Pid, args: cmd.Args, run: ru, started: time.Now(), leaderDone: make(chan struct{})}
+	g := &group{pgid: pid, args: args, run: ru, started: time.Now(), leaderDone: make(chan struct{})}
 	e.mu.Lock()
 	e.groups[g.pgid] = g
 	e.mu.Unlock()
-	// A cancel that raced with Start found no group to end; end it here.
+	// A cancel that raced with the start found no group to end; end it here.
 	if ctx.Err() != nil {
 		e.killGroups([]*group{g})
 	}
-	return cmd, g, nil
+	return g, nil
 }
 
 func isErrno(err error, errno syscall.Errno) bool {
