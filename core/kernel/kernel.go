@@ -101,7 +101,9 @@ type Kernel struct {
 	providers []core.Provider
 	plugins   PluginHost
 	methods   map[string]core.Method
-	started   time.Time
+	// builtin are the methods the kernel serves itself (coreMethodTable).
+	builtin map[string]coreMethod
+	started time.Time
 
 	mu       sync.Mutex
 	listener net.Listener
@@ -144,7 +146,7 @@ func New(opts Options, providers ...core.Provider) (k *Kernel, err error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	k = &Kernel{opts: opts, stateDir: stateDir, log: log, conns: map[uint64]*conn{}, perUID: map[uint32]int{}, sessions: map[string]*sessionState{},
-		methods: map[string]core.Method{}, started: time.Now(), lastIdle: time.Now(), stopped: make(chan struct{})}
+		methods: map[string]core.Method{}, builtin: coreMethodTable(), started: time.Now(), lastIdle: time.Now(), stopped: make(chan struct{})}
 	k.socket = opts.Socket
 	if k.socket == "" {
 		k.socket = filepath.Join(stateDir, SocketName)
@@ -194,7 +196,6 @@ func New(opts Options, providers ...core.Provider) (k *Kernel, err error) {
 	k.host = &core.Host{StateDir: stateDir, Bus: k.bus, Log: log, Config: k.cfg}
 	k.host.Provide(core.ServicePolicy, k.policy)
 	k.host.Provide(core.ServiceWorkspaces, core.Workspaces(k))
-	k.registerCore()
 
 	for _, p := range providers {
 		if err := k.addProvider(p); err != nil {
@@ -496,13 +497,13 @@ func (k *Kernel) dispatch(ctx context.Context, c *conn, method string, params js
 	c.mu.Unlock()
 	if caller == nil {
 		if _, known := k.methods[method]; !known {
-			if _, core := coreMethods[method]; !core {
+			if _, core := k.builtin[method]; !core {
 				return nil, k.unknownMethod(method)
 			}
 		}
 		return nil, rpc.Errorf(rpc.NotAttached, "call session.attach {token, session, principal} first; nothing else works before it")
 	}
-	if f, ok := coreMethods[method]; ok {
+	if f, ok := k.builtin[method]; ok {
 		return f(k, ctx, c, caller, params)
 	}
 	m, ok := k.methods[method]
@@ -529,9 +530,9 @@ func (k *Kernel) unknownMethod(method string) error {
 
 // MethodNames lists every method the kernel serves, sorted.
 func (k *Kernel) MethodNames() []string {
-	names := make([]string, 0, len(k.methods)+len(coreMethods)+1)
+	names := make([]string, 0, len(k.methods)+len(k.builtin)+1)
 	names = append(names, "session.attach")
-	for n := range coreMethods {
+	for n := range k.builtin {
 		names = append(names, n)
 	}
 	for n := range k.methods {

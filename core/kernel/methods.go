@@ -17,10 +17,12 @@ const EventMethod = "events.event"
 
 type coreMethod func(k *Kernel, ctx context.Context, c *conn, caller *core.Caller, params json.RawMessage) (any, error)
 
-var coreMethods map[string]coreMethod
-
-func init() {
-	coreMethods = map[string]coreMethod{
+// coreMethodTable is every method the kernel serves itself (session.attach
+// aside, which dispatch handles before a caller exists). It is the one
+// place they are listed: New gives each kernel this table, so no init()
+// and no file order decides what is registered.
+func coreMethodTable() map[string]coreMethod {
+	return map[string]coreMethod{
 		"events.read":         (*Kernel).eventsRead,
 		"events.publish":      (*Kernel).eventsPublish,
 		"events.subscribe":    (*Kernel).eventsSubscribe,
@@ -33,10 +35,9 @@ func init() {
 		"session.close":       (*Kernel).sessionClose,
 		"kernel.status":       (*Kernel).status,
 		"plugin.list":         (*Kernel).pluginList,
+		"wait":                (*Kernel).wait,
 	}
 }
-
-func (k *Kernel) registerCore() {}
 
 type readParams struct {
 	Channel string  `json:"channel"`

@@ -64,5 +64,3 @@ func (k *Kernel) wait(ctx context.Context, _ *conn, caller *core.Caller, raw jso
 	}
 	return map[string]any{"target": p.Target, "satisfied": !timedOut, "timed_out": timedOut, "state": state}, nil
 }
-
-func init() { coreMethods["wait"] = (*Kernel).wait }
