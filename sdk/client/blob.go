@@ -156,9 +156,11 @@ func readChunk(r io.Reader, buf []byte) (int, error) {
 	return n, nil
 }
 
-// BlobGet writes blob hash to w in ranges of BlobChunk bytes and checks
-// the blake3 of all of it against the hash; a mismatch is an error after
-// the bytes were written. It returns the blob's size.
+// BlobGet writes blob hash to w and returns its size: raw from the side
+// socket when the kernel has one (the kernel checks the bytes and a
+// damaged blob arrives short, an error), else in ranges of BlobChunk bytes
+// whose blake3 it checks against the hash. Either failure is an error
+// after the bytes were written.
 func (c *Client) BlobGet(ctx context.Context, hash string, w io.Writer) (int64, error) {
 	var st struct {
 		Hash   string        `json:"hash"`
@@ -171,16 +173,16 @@ func (c *Client) BlobGet(ctx context.Context, hash string, w io.Writer) (int64, 
 			return 0, err
 		}
 		defer uc.Close()
-		h := blake3.New()
-		n, err := io.CopyBuffer(io.MultiWriter(w, h), uc, make([]byte, BlobChunk))
+		// The kernel checks the blob as it sends it (or knows its file
+		// to be right) and holds the last part back from a damaged one,
+		// so a blob that arrives whole is right; hashing it here again
+		// would halve the speed on two cores.
+		n, err := io.CopyBuffer(w, uc, make([]byte, BlobChunk))
 		if err != nil {
 			return n, fmt.Errorf("blob side socket: %w", err)
 		}
 		if n != st.Size {
 			return n, fmt.Errorf("blob %s: %d of %d bytes came (it failed its check in the store, or the kernel stopped)", st.Hash, n, st.Size)
-		}
-		if got := hex.EncodeToString(h.Sum(nil)); got != st.Hash {
-			return n, fmt.Errorf("blob %s: the bytes received hash to %s", st.Hash, got)
 		}
 		return n, nil
 	}

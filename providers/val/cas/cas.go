@@ -92,6 +92,10 @@ type Store struct {
 	rootsMu sync.Mutex
 	roots   map[string]Roots
 
+	// checked remembers blob files known to hold the right bytes (see
+	// checked.go).
+	checked checkedSet
+
 	remoteHolder // see SetRemote
 }
 
@@ -291,10 +295,12 @@ func (s *Store) place(name, hash string) (dirs []string, err error) {
 		os.Remove(name)
 		return nil, fmt.Errorf("store blob %s: %w", hash, err)
 	}
+	tmp, _ := os.Stat(name)
 	if err := os.Rename(name, dst); err != nil {
 		os.Remove(name)
 		return nil, fmt.Errorf("store blob %s: %w", hash, err)
 	}
+	s.notePlaced(hash, tmp, dst)
 	dirs = []string{fan}
 	if statErr != nil {
 		// The fan-out directories are new: their own entries must reach
@@ -505,6 +511,7 @@ func (s *Store) Delete(hash string) error {
 		return fmt.Errorf("delete blob %s: %w", hash, err)
 	}
 	s.dropIndex(hash)
+	s.checked.drop(hash)
 	return nil
 }
 
@@ -533,6 +540,7 @@ func (s *Store) corrupt(hash string, f *os.File) error {
 	if err == nil {
 		err = os.Rename(s.path(hash), dst)
 	}
+	s.checked.drop(hash)
 	s.mu.Unlock()
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		s.log.Error("content store: cannot quarantine damaged blob", "hash", hash, "err", err)

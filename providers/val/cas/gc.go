@@ -107,6 +107,7 @@ func (s *Store) removeIfOld(hash string, cutoff time.Time) (bool, int64, error) 
 		return false, 0, err
 	}
 	s.dropIndex(hash)
+	s.checked.drop(hash)
 	return true, fi.Size(), nil
 }
 

@@ -80,14 +80,3 @@ func (s *Store) ReadRange(hash string, off int64, n int) ([]byte, error) {
 	}
 	return buf, nil
 }
-
-// OpenUnchecked returns the blob's file without checking its bytes, for a
-// reader that checks the hash of the whole itself (the side socket's
-// client does, so the kernel can send the file with sendfile(2)).
-func (s *Store) OpenUnchecked(hash string) (*os.File, error) {
-	if err := ValidHash(hash); err != nil {
-		return nil, err
-	}
-	f, _, err := s.openFetching(hash)
-	return f, err
-}

@@ -1,0 +1,10 @@
+//go:build !linux
+
+package val
+
+import (
+	"net"
+	"os"
+)
+
+func sendFile(c net.Conn, f *os.File, off, n int64) error { return copyRange(c, f, off, n) }
