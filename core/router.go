@@ -357,19 +357,7 @@ func (r *Router) Read(ctx context.Context, c *Caller, u *uri.URI, o ReadOptions)
 				return nil, err
 			}
 		}
-		structured, text, err := render.Record(record, render.TextLimit)
-		if err != nil {
-			return nil, err
-		}
-		switch format {
-		case render.FormatJSON:
-			return &ReadResult{Contents: []ContentItem{item(display, "application/json", text)}, StructuredContent: structured, Ref: content.Ref, Marks: content.Marks, Meta: content.Meta}, nil
-		case render.FormatRender:
-			sc, _ := json.Marshal(map[string]string{"ref": content.Ref, "render": text})
-			return &ReadResult{Contents: []ContentItem{item(display, "text/plain", text)}, StructuredContent: sc, Ref: content.Ref, Marks: content.Marks, Meta: content.Meta}, nil
-		default:
-			return nil, rpc.Errorf(rpc.InvalidParams, "format=raw applies to values; %s is a kernel record (use format=json or render)", u.Path())
-		}
+		return renderRecord(content, record, format, display, u)
 	}
 	v := content.Value
 	if hasPath && !partRead {
@@ -390,37 +378,65 @@ func (r *Router) Read(ctx context.Context, c *Caller, u *uri.URI, o ReadOptions)
 			origin = render.Origin{}
 		}
 	}
+	if err := r.renderValue(res, v, format, budget, origin, display, content.Ref); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// renderRecord answers the read of a plain JSON record (already
+// selected) in format: json or render; raw applies to values only.
+func renderRecord(content *Content, record any, format render.Format, display string, u *uri.URI) (*ReadResult, error) {
+	structured, text, err := render.Record(record, render.TextLimit)
+	if err != nil {
+		return nil, err
+	}
+	switch format {
+	case render.FormatJSON:
+		return &ReadResult{Contents: []ContentItem{item(display, "application/json", text)}, StructuredContent: structured, Ref: content.Ref, Marks: content.Marks, Meta: content.Meta}, nil
+	case render.FormatRender:
+		sc, _ := json.Marshal(map[string]string{"ref": content.Ref, "render": text})
+		return &ReadResult{Contents: []ContentItem{item(display, "text/plain", text)}, StructuredContent: sc, Ref: content.Ref, Marks: content.Marks, Meta: content.Meta}, nil
+	default:
+		return nil, rpc.Errorf(rpc.InvalidParams, "format=raw applies to values; %s is a kernel record (use format=json or render)", u.Path())
+	}
+}
+
+// renderValue fills res's contents and structured content with the
+// selected value v in format (json within budget, render, or raw up to
+// the router's RawCeiling).
+func (r *Router) renderValue(res *ReadResult, v value.Value, format render.Format, budget render.Budget, origin render.Origin, display, ref string) error {
 	switch format {
 	case render.FormatRender:
 		text := render.RenderAt(v, render.TextLimit, origin)
 		res.Contents = []ContentItem{item(display, "text/plain", text)}
-		res.StructuredContent, _ = json.Marshal(map[string]string{"ref": content.Ref, "render": text})
+		res.StructuredContent, _ = json.Marshal(map[string]string{"ref": ref, "render": text})
 	case render.FormatRaw:
 		text, data, isText, err := render.Raw(v, r.RawCeiling)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if isText {
 			res.Contents = []ContentItem{item(display, "text/plain", clipText(text, render.TextLimit))}
-			res.StructuredContent, err = json.Marshal(map[string]string{"ref": content.Ref, "raw": text})
+			res.StructuredContent, err = json.Marshal(map[string]string{"ref": ref, "raw": text})
 		} else {
 			b64 := base64.StdEncoding.EncodeToString(data)
 			res.Contents = []ContentItem{item(display, "text/plain", clipText(b64, render.TextLimit))}
-			res.StructuredContent, err = json.Marshal(map[string]string{"ref": content.Ref, "raw_base64": b64})
+			res.StructuredContent, err = json.Marshal(map[string]string{"ref": ref, "raw_base64": b64})
 		}
 		if err != nil {
-			return nil, rpc.Errorf(rpc.Internal, "encode raw: %v", err)
+			return rpc.Errorf(rpc.Internal, "encode raw: %v", err)
 		}
 	default:
 		structured, text, elided, err := render.JSONAt(v, budget, render.TextLimit, origin)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		res.Contents = []ContentItem{item(display, "application/json", text)}
 		res.StructuredContent = structured
 		res.Elided = elided
 	}
-	return res, nil
+	return nil
 }
 
 // clipText cuts s to at most limit bytes on a UTF-8 boundary, saying so:

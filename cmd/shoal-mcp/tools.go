@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -91,7 +92,14 @@ const (
 	ptyArg = `"pty": {"type": "string", "description": "The terminal's id as shoal_pty_open returned it, e.g. \"pty:3\"."}`
 )
 
+// toolDefs lists every tool in tools/list order: running shell source,
+// interactive terminals, then tasks.
 func (f *Facade) toolDefs() []toolDef {
+	return slices.Concat(f.execToolDefs(), f.ptyToolDefs(), f.taskToolDefs())
+}
+
+// execToolDefs are the tools that run, read and plan shell source.
+func (f *Facade) execToolDefs() []toolDef {
 	return []toolDef{
 		{
 			name: "shoal_exec",
@@ -194,6 +202,12 @@ Big values come back elided with a note saying what was cut. Drill down instead 
 			destructive: true,
 			handler:     f.toolApply,
 		},
+	}
+}
+
+// ptyToolDefs are the tools of interactive terminals.
+func (f *Facade) ptyToolDefs() []toolDef {
+	return []toolDef{
 		{
 			name:        "shoal_pty_open",
 			description: `Start an interactive program (a REPL, an editor, top, ssh, a TUI) in a terminal of its own and return its first screen. The terminal (pty:N) stays open between calls: type with shoal_pty_write, look with shoal_pty_read, end with shoal_pty_close. For ordinary commands use shoal_exec instead.`,
@@ -274,6 +288,12 @@ Big values come back elided with a note saying what was cut. Drill down instead 
 			destructive: true,
 			handler:     f.toolPTYClose,
 		},
+	}
+}
+
+// taskToolDefs are the tools that stop and wait for tasks.
+func (f *Facade) taskToolDefs() []toolDef {
+	return []toolDef{
 		{
 			name:        "shoal_cancel",
 			description: `Stop a task: target "task:9" (or shoal://task/9). Its whole process group is ended (SIGTERM, then SIGKILL after a grace) and the task ends as cancelled; what it printed so far stays readable (shoal_get {"target":"shoal://task/9/stdout"}). A running shoal_exec that has not become a task is stopped by cancelling the call itself (the host's stop button, notifications/cancelled).`,

@@ -77,54 +77,11 @@ type unit struct {
 // (cells joined by a tab). A record or a scalar is INVALID_PARAMS: the
 // message names the record's fields that can be searched.
 func (g Grep) Apply(v Value, sl *Slice) (Value, error) {
-	var units func(yield func(unit) bool)
-	var cols []string
-	count := 0
-	switch x := v.(type) {
-	case Str:
-		cols = []string{"line", "text"}
-		units = lineUnits(string(x))
-	case Bytes:
-		cols = []string{"line", "text"}
-		units = lineUnits(string(x))
-	case List:
-		cols = []string{"index", "item"}
-		units = func(yield func(unit) bool) {
-			for i, it := range x {
-				if !yield(unit{text: searchText(it), show: []Value{it}, num: i}) {
-					return
-				}
-			}
-		}
-	case *Table:
-		cols = append([]string{"row"}, x.Cols...)
-		units = func(yield func(unit) bool) {
-			for i, row := range x.Rows {
-				parts := make([]string, len(row))
-				for j, c := range row {
-					parts[j] = searchText(c)
-				}
-				if !yield(unit{text: strings.Join(parts, "\t"), show: row, num: i}) {
-					return
-				}
-			}
-		}
-	case *Record:
-		var names []string
-		for _, f := range x.Fields {
-			switch f.Value.(type) {
-			case Str, Bytes, List, *Table:
-				names = append(names, "."+f.Name)
-			}
-		}
-		hint := "it has no field that can be searched"
-		if len(names) > 0 {
-			hint = "add a path to one of its fields: " + strings.Join(names, ", ")
-		}
-		return nil, rpc.Errorf(rpc.InvalidParams, "grep searches a string, bytes, a list or a table, not a record; %s", hint)
-	default:
-		return nil, rpc.Errorf(rpc.InvalidParams, "grep searches a string, bytes, a list or a table, not %s", articleOf(v))
+	units, cols, err := grepUnits(v)
+	if err != nil {
+		return nil, err
 	}
+	count := 0
 
 	// One pass finds the matches; with context, every unit is kept (as
 	// an index) so the lines around a match can be shown.
@@ -200,6 +157,57 @@ func (g Grep) Apply(v Value, sl *Slice) (Value, error) {
 	}
 	fields = append(fields, F("matches", t))
 	return &Record{Fields: fields}, nil
+}
+
+// grepUnits is what a grep of v searches, one unit at a time (a line, an
+// item, a row), and the columns of its matches table.
+func grepUnits(v Value) (units func(yield func(unit) bool), cols []string, err error) {
+	switch x := v.(type) {
+	case Str:
+		cols = []string{"line", "text"}
+		units = lineUnits(string(x))
+	case Bytes:
+		cols = []string{"line", "text"}
+		units = lineUnits(string(x))
+	case List:
+		cols = []string{"index", "item"}
+		units = func(yield func(unit) bool) {
+			for i, it := range x {
+				if !yield(unit{text: searchText(it), show: []Value{it}, num: i}) {
+					return
+				}
+			}
+		}
+	case *Table:
+		cols = append([]string{"row"}, x.Cols...)
+		units = func(yield func(unit) bool) {
+			for i, row := range x.Rows {
+				parts := make([]string, len(row))
+				for j, c := range row {
+					parts[j] = searchText(c)
+				}
+				if !yield(unit{text: strings.Join(parts, "\t"), show: row, num: i}) {
+					return
+				}
+			}
+		}
+	case *Record:
+		var names []string
+		for _, f := range x.Fields {
+			switch f.Value.(type) {
+			case Str, Bytes, List, *Table:
+				names = append(names, "."+f.Name)
+			}
+		}
+		hint := "it has no field that can be searched"
+		if len(names) > 0 {
+			hint = "add a path to one of its fields: " + strings.Join(names, ", ")
+		}
+		return nil, nil, rpc.Errorf(rpc.InvalidParams, "grep searches a string, bytes, a list or a table, not a record; %s", hint)
+	default:
+		return nil, nil, rpc.Errorf(rpc.InvalidParams, "grep searches a string, bytes, a list or a table, not %s", articleOf(v))
+	}
+	return units, cols, nil
 }
 
 // lineUnits yields the lines of s (a final newline ends the last line,

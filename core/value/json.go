@@ -841,31 +841,11 @@ func (d *scanner) member(depth int, o *object, m member, name string, keyEnd int
 		if m != memberV {
 			return bad()
 		}
-		t, err := d.token()
+		f, err := d.floatV()
 		if err != nil {
 			return err
 		}
-		switch t.kind {
-		case tokNumber:
-			f, err := strconv.ParseFloat(string(t.text), 64)
-			if err != nil {
-				return d.errorf("float v %s is out of the 64-bit float range", t.text)
-			}
-			o.out = Float(f)
-		case tokString:
-			switch string(t.text) {
-			case "NaN":
-				o.out = Float(math.NaN())
-			case "+Inf":
-				o.out = Float(math.Inf(1))
-			case "-Inf":
-				o.out = Float(math.Inf(-1))
-			default:
-				return d.errorf(`float v must be a number or one of "NaN", "+Inf", "-Inf", found %s`, t)
-			}
-		default:
-			return d.errorf("float v must be a number, found %s", t)
-		}
+		o.out = f
 	case KindStr:
 		if m != memberV && m != memberB64 {
 			return bad()
@@ -930,29 +910,63 @@ func (d *scanner) member(depth int, o *object, m member, name string, keyEnd int
 		}
 		o.out = v
 	case KindTable:
-		switch m {
-		case memberCols:
-			if err := d.open('[', "table cols to be an array of strings"); err != nil {
-				return err
-			}
-			cols, err := d.cols()
-			if err != nil {
-				return err
-			}
-			o.cols, o.hasCols = cols, true
-		case memberRows:
-			if err := d.open('[', "table rows to be an array of arrays"); err != nil {
-				return err
-			}
-			rows, err := d.rows(depth, o.cols)
-			if err != nil {
-				return err
-			}
-			o.rows, o.hasRows = rows, true
-		default:
+		if m != memberCols && m != memberRows {
 			return bad()
 		}
+		return d.tableMember(depth, o, m)
 	}
+	return nil
+}
+
+// floatV decodes a float's v: a number, or "NaN", "+Inf" or "-Inf".
+func (d *scanner) floatV() (Value, error) {
+	t, err := d.token()
+	if err != nil {
+		return nil, err
+	}
+	switch t.kind {
+	case tokNumber:
+		f, err := strconv.ParseFloat(string(t.text), 64)
+		if err != nil {
+			return nil, d.errorf("float v %s is out of the 64-bit float range", t.text)
+		}
+		return Float(f), nil
+	case tokString:
+		switch string(t.text) {
+		case "NaN":
+			return Float(math.NaN()), nil
+		case "+Inf":
+			return Float(math.Inf(1)), nil
+		case "-Inf":
+			return Float(math.Inf(-1)), nil
+		}
+		return nil, d.errorf(`float v must be a number or one of "NaN", "+Inf", "-Inf", found %s`, t)
+	default:
+		return nil, d.errorf("float v must be a number, found %s", t)
+	}
+}
+
+// tableMember decodes a table's cols or rows member (m).
+func (d *scanner) tableMember(depth int, o *object, m member) error {
+	if m == memberCols {
+		if err := d.open('[', "table cols to be an array of strings"); err != nil {
+			return err
+		}
+		cols, err := d.cols()
+		if err != nil {
+			return err
+		}
+		o.cols, o.hasCols = cols, true
+		return nil
+	}
+	if err := d.open('[', "table rows to be an array of arrays"); err != nil {
+		return err
+	}
+	rows, err := d.rows(depth, o.cols)
+	if err != nil {
+		return err
+	}
+	o.rows, o.hasRows = rows, true
 	return nil
 }
 

@@ -353,14 +353,8 @@ func (p *Provider) Exec(ctx context.Context, c *core.Caller, req core.ExecReques
 // whose reply is exec's reply: only then may a run that times out answer
 // early (a Go caller such as plan.apply needs the reply returned to it).
 func (p *Provider) exec(ctx context.Context, c *core.Caller, req core.ExecRequest, ownRequest bool) (*built, error) {
-	if strings.TrimSpace(req.Source) == "" {
-		return nil, rpc.Errorf(rpc.InvalidParams, "source is empty: give shell source such as \"ls -la\"")
-	}
-	if req.TimeoutMS < 0 {
-		return nil, rpc.Errorf(rpc.InvalidParams, "timeout_ms must be positive (milliseconds after which the execution becomes a task)")
-	}
-	if i := strings.IndexByte(req.Source, 0); i >= 0 {
-		return nil, rpc.Errorf(rpc.InvalidParams, "source has a NUL byte at offset %d; shell source cannot carry one (write binary data with printf '\\0' or a file)", i)
+	if err := checkExecRequest(req); err != nil {
+		return nil, err
 	}
 	if err := p.journalWritable(); err != nil {
 		return nil, err // nothing runs unrecorded
@@ -445,20 +439,7 @@ func (p *Provider) exec(ctx context.Context, c *core.Caller, req core.ExecReques
 		}
 	})
 	defer unfollow()
-	run := func(detach <-chan struct{}) *shell.Result {
-		o := opts
-		o.Detach = detach
-		o.Live = live
-		defer once.Do(func() { close(checked) })
-		res, err := s.ev.RunWith(runCtx, req.Source, o)
-		if err != nil && res == nil {
-			// The evaluator could not run it at all (closed session).
-			res = &shell.Result{Exit: 1, Stderr: err.Error(), Value: value.NewRecord(
-				value.F("exit", value.Int(1)), value.F("stdout", value.Str("")), value.F("stderr", value.Str(err.Error())))}
-		}
-		// A cancelled run comes back with its partial result and exit 130.
-		return res
-	}
+	run := runner(runCtx, s, req.Source, opts, live, func() { once.Do(func() { close(checked) }) })
 	if req.TimeoutMS == 0 && !req.Background {
 		// It can never become a task: run it here, on the request's own
 		// goroutine.
@@ -476,7 +457,57 @@ func (p *Provider) exec(ctx context.Context, c *core.Caller, req core.ExecReques
 		}
 		return b, err
 	}
+	b, err := p.runOnAnother(ctx, c, s, req, entry, run, cancel, started, live, unfollow, checked, func() bool { return refused != nil })
+	if b == nil && err == nil {
+		return refuse()
+	}
+	return b, err
+}
 
+// runner returns the run of source in s, which a foreground caller or a
+// task's goroutine calls with the channel that detaches it; ended is
+// called when the run returns.
+func runner(runCtx context.Context, s *sess, source string, opts shell.RunOptions, live *shell.Live, ended func()) func(detach <-chan struct{}) *shell.Result {
+	return func(detach <-chan struct{}) *shell.Result {
+		o := opts
+		o.Detach = detach
+		o.Live = live
+		defer ended()
+		res, err := s.ev.RunWith(runCtx, source, o)
+		if err != nil && res == nil {
+			// The evaluator could not run it at all (closed session).
+			res = &shell.Result{Exit: 1, Stderr: err.Error(), Value: value.NewRecord(
+				value.F("exit", value.Int(1)), value.F("stdout", value.Str("")), value.F("stderr", value.Str(err.Error())))}
+		}
+		// A cancelled run comes back with its partial result and exit 130.
+		return res
+	}
+}
+
+// checkExecRequest refuses an execution request that cannot run.
+func checkExecRequest(req core.ExecRequest) error {
+	if strings.TrimSpace(req.Source) == "" {
+		return rpc.Errorf(rpc.InvalidParams, "source is empty: give shell source such as \"ls -la\"")
+	}
+	if req.TimeoutMS < 0 {
+		return rpc.Errorf(rpc.InvalidParams, "timeout_ms must be positive (milliseconds after which the execution becomes a task)")
+	}
+	if i := strings.IndexByte(req.Source, 0); i >= 0 {
+		return rpc.Errorf(rpc.InvalidParams, "source has a NUL byte at offset %d; shell source cannot carry one (write binary data with printf '\\0' or a file)", i)
+	}
+	return nil
+}
+
+// runOnAnother runs an execution on a goroutine of its own: a
+// background one as a task from the start, one with a timeout (whose
+// request cannot be answered early) as a task once the timeout passes.
+// checked is closed once the run's policy check was made.
+//
+// When the run was refused by its policy check, it returns nil and no
+// error: the caller answers the refusal.
+func (p *Provider) runOnAnother(ctx context.Context, c *core.Caller, s *sess, req core.ExecRequest, entry out.Entry,
+	run func(detach <-chan struct{}) *shell.Result, cancel context.CancelFunc, started time.Time, live *shell.Live,
+	unfollow func() bool, checked <-chan struct{}, refused func() bool) (*built, error) {
 	detach := make(chan struct{})
 	done := make(chan *shell.Result, 1)
 	if req.Background {
@@ -497,18 +528,18 @@ func (p *Provider) exec(ctx context.Context, c *core.Caller, req core.ExecReques
 		// A task from the start takes no turn: its check is made at once,
 		// and a refusal is the reply.
 		<-checked
-		if refused != nil {
+		if refused() {
 			<-done
 			cancel()
-			return refuse()
+			return nil, nil
 		}
 		return &built{reply: p.becomeTask(c, s, req, entry, cancel, done, started, live)}, nil
 	}
 	select {
 	case res := <-done:
 		defer cancel()
-		if refused != nil {
-			return refuse()
+		if refused() {
+			return nil, nil
 		}
 		return p.finish(ctx, c, s, req, entry, res)
 	case <-timeout:

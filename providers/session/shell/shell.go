@@ -301,19 +301,8 @@ func (e *Evaluator) RunWith(ctx context.Context, src string, opts RunOptions) (*
 	if opts.Live != nil {
 		opts.Live.attach(ru.stdout, ru.stderr)
 	}
-	if isClosed(opts.Detach) {
-		ru.detached = true
-	} else {
-		select {
-		case e.fg <- struct{}{}:
-			ru.fgHeld = true
-		case <-opts.Detach:
-			ru.detached = true
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-e.base.Done():
-			return nil, ErrClosed
-		}
+	if err := e.takeTurn(ctx, ru, opts.Detach); err != nil {
+		return nil, err
 	}
 
 	e.mu.Lock()
@@ -361,23 +350,7 @@ func (e *Evaluator) RunWith(ctx context.Context, src string, opts RunOptions) (*
 	close(watchDone)
 	stopCaller()
 
-	exit, retErr := 0, error(nil)
-	var es interp.ExitStatus
-	switch {
-	case err == nil:
-	case runCtx.Err() != nil:
-		exit = 130
-		retErr = ctx.Err()
-		if e.base.Err() != nil || retErr == nil {
-			retErr = ErrClosed
-		}
-		fmt.Fprintf(ru.stderr, "shoal: run cancelled: %v\n", retErr)
-	case errors.As(err, &es):
-		exit = int(es)
-	default:
-		fmt.Fprintf(ru.stderr, "shoal: %v\n", err)
-		exit = 1
-	}
+	exit, retErr := e.exitStatus(ctx, runCtx, ru, err)
 
 	changed := before.changed(r.Vars)
 	interp.StdIO(nil, nil, nil)(r) // the committed state must not keep this run's buffers alive
@@ -418,6 +391,51 @@ func (e *Evaluator) RunWith(ctx context.Context, src string, opts RunOptions) (*
 	ru.stderr.release()
 	res.Duration = time.Since(start)
 	return res, retErr
+}
+
+// takeTurn waits for the previous foreground run to end or detach, and
+// marks ru as holding the foreground; a run detached first (a task)
+// takes no turn.
+func (e *Evaluator) takeTurn(ctx context.Context, ru *run, detach <-chan struct{}) error {
+	if isClosed(detach) {
+		ru.detached = true
+		return nil
+	}
+	select {
+	case e.fg <- struct{}{}:
+		ru.fgHeld = true
+	case <-detach:
+		ru.detached = true
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-e.base.Done():
+		return ErrClosed
+	}
+	return nil
+}
+
+// exitStatus is the exit status of a run the interpreter ended with err,
+// and RunWith's error: ctx's when the run was cancelled (exit 130),
+// ErrClosed when the evaluator closed under it. What went wrong is also
+// said on the run's stderr.
+func (e *Evaluator) exitStatus(ctx, runCtx context.Context, ru *run, err error) (int, error) {
+	var es interp.ExitStatus
+	switch {
+	case err == nil:
+		return 0, nil
+	case runCtx.Err() != nil:
+		retErr := ctx.Err()
+		if e.base.Err() != nil || retErr == nil {
+			retErr = ErrClosed
+		}
+		fmt.Fprintf(ru.stderr, "shoal: run cancelled: %v\n", retErr)
+		return 130, retErr
+	case errors.As(err, &es):
+		return int(es), nil
+	default:
+		fmt.Fprintf(ru.stderr, "shoal: %v\n", err)
+		return 1, nil
+	}
 }
 
 // copySession is the copy of a committed session state a run works on.
