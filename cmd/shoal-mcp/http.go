@@ -102,6 +102,9 @@ type httpTransport struct {
 
 	mu       sync.Mutex
 	sessions map[string]*httpSession
+	// stateless bounds the 2026-07-28 requests served at once (each has
+	// a session of its own); more wait.
+	stateless *flow
 }
 
 type httpSession struct {
@@ -120,7 +123,7 @@ func (h *httpSession) touch() {
 }
 
 func newHTTPTransport(f *Facade, allowRemote bool, token string, log *slog.Logger) *httpTransport {
-	return &httpTransport{f: f, allowRemote: allowRemote, token: token, log: log, idle: httpSessionIdle, sessions: map[string]*httpSession{}}
+	return &httpTransport{f: f, allowRemote: allowRemote, token: token, log: log, idle: httpSessionIdle, sessions: map[string]*httpSession{}, stateless: newFlow()}
 }
 
 // httpToken returns the bearer token of the HTTP transport, made (0600)
@@ -299,6 +302,13 @@ func (t *httpTransport) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "Unauthorized: send the header \"Authorization: Bearer <token>\" with the token in the state directory's "+statedir.HTTPTokenName, http.StatusUnauthorized)
 		return
 	}
+	if r.Method != http.MethodPost && mcp.IsModernProtocol(r.Header.Get(headerProtocol)) {
+		// 2026-07-28 has neither the GET stream nor sessions to end:
+		// notifications come on subscriptions/listen.
+		w.Header().Set("Allow", "POST")
+		http.Error(w, "Method Not Allowed: protocol "+r.Header.Get(headerProtocol)+" sends everything by POST; notifications come on subscriptions/listen", http.StatusMethodNotAllowed)
+		return
+	}
 	switch r.Method {
 	case http.MethodPost:
 		t.post(w, r)
@@ -355,6 +365,10 @@ func (t *httpTransport) post(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("Request Entity Too Large: at most %d bytes", maxMessage), http.StatusRequestEntityTooLarge)
 		return
 	}
+	if header, meta, modern := modernPost(r.Header, body); modern {
+		t.postModern(w, r, body, header, meta)
+		return
+	}
 	requests, isInit, err := hasRequest(body)
 	if err != nil {
 		writeJSON(w, http.StatusBadRequest, errorResponse(nil, -32700, "parse error: "+err.Error(), nil))
@@ -384,7 +398,7 @@ func (t *httpTransport) post(w http.ResponseWriter, r *http.Request) {
 	if s == nil {
 		return
 	}
-	if v := r.Header.Get(headerProtocol); v != "" && (!mcp.IsValidProtocolVersion(v) || mcp.IsModernProtocol(v)) {
+	if v := r.Header.Get(headerProtocol); v != "" && !mcp.IsValidProtocolVersion(v) {
 		http.Error(w, fmt.Sprintf("Bad Request: unsupported %s %q", headerProtocol, v), http.StatusBadRequest)
 		return
 	}

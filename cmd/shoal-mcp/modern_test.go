@@ -4,7 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/shoal-sh/shoal/internal/testkernel"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,8 @@ import (
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/shoal-sh/shoal/internal/testkernel"
 )
 
 // connectModern starts a facade in dir and connects the official Go SDK
@@ -188,5 +191,188 @@ func TestModernRoots(t *testing.T) {
 	}
 	if b, _ := json.Marshal(res.StructuredContent); !strings.Contains(string(b), root) {
 		t.Errorf("the session runs in %s; want the client's root %s (launched in %s)", b, root, launch)
+	}
+}
+
+// TestModernHTTP: the official Go SDK speaking 2026-07-28 over streamable
+// HTTP, with the bearer token, gets server/discover and every request
+// answered without falling back to the handshake and without a protocol
+// session; a subscription is a subscriptions/listen POST whose event
+// stream stays open. Without the token nothing is answered.
+func TestModernHTTP(t *testing.T) {
+	sd := newStateDir(t)
+	h := startHTTP(t, sd, "agent:http")
+	connect := func(token string) (*sdk.ClientSession, error) {
+		c := sdk.NewClient(&sdk.Implementation{Name: "shoal-modern-http", Version: "1"}, &sdk.ClientOptions{
+			ResourceUpdatedHandler: func(_ context.Context, req *sdk.ResourceUpdatedNotificationRequest) {
+				select {
+				case httpUpdates <- req.Params.URI:
+				default:
+				}
+			},
+		})
+		ctx, cancel := context.WithTimeout(context.Background(), waitLong)
+		defer cancel()
+		return c.Connect(ctx, &sdk.StreamableClientTransport{Endpoint: h.url, MaxRetries: -1,
+			HTTPClient: &http.Client{Transport: bearer{token, http.DefaultTransport}}},
+			&sdk.ClientSessionOptions{ProtocolVersion: "2026-07-28"})
+	}
+	if cs, err := connect(strings.Repeat("0", 64)); err == nil {
+		cs.Close()
+		t.Fatal("a client with a wrong token connected")
+	}
+	cs, err := connect(h.token)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	defer cs.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
+	defer cancel()
+	init := cs.InitializeResult()
+	if init.ProtocolVersion != "2026-07-28" || init.ServerInfo == nil || init.ServerInfo.Name != "shoal" {
+		t.Fatalf("negotiated %q with %+v; want 2026-07-28 through server/discover", init.ProtocolVersion, init.ServerInfo)
+	}
+	if cs.ID() != "" {
+		t.Errorf("a stateless client got the protocol session %q", cs.ID())
+	}
+	res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "shoal_exec", Arguments: map[string]any{"source": "echo over-http"}})
+	if err != nil || res.IsError {
+		t.Fatalf("shoal_exec: %v %+v", err, res)
+	}
+	if b, _ := json.Marshal(res.StructuredContent); !strings.Contains(string(b), "over-http") {
+		t.Errorf("shoal_exec over stateless HTTP: %s", b)
+	}
+	if tools, err := cs.ListTools(ctx, nil); err != nil || len(tools.Tools) == 0 {
+		t.Fatalf("tools/list: %v", err)
+	}
+	if read, err := cs.ReadResource(ctx, &sdk.ReadResourceParams{URI: "shoal://session/cwd"}); err != nil || len(read.Contents) == 0 {
+		t.Fatalf("resources/read: %v %+v", err, read)
+	}
+	views, err := cs.Complete(ctx, &sdk.CompleteParams{Ref: &sdk.CompleteReference{Type: "ref/resource", URI: "shoal://session/{view}"},
+		Argument: sdk.CompleteParamsArgument{Name: "view", Value: "c"}})
+	if err != nil || strings.Join(views.Completion.Values, ",") != "cwd" {
+		t.Fatalf("complete view c: %v %+v", err, views)
+	}
+	if _, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "shoal_nope", Arguments: map[string]any{}}); err == nil {
+		t.Error("an unknown tool was not an error")
+	}
+
+	subCtx, stopSub := context.WithCancel(ctx)
+	subDone := make(chan error, 1)
+	go func() { subDone <- cs.Subscribe(subCtx, &sdk.SubscribeParams{URI: "shoal://events/user.http"}) }()
+	pub := sd.dial(t, "human:test", nil)
+	deadline := time.Now().Add(waitLong)
+	for got := false; !got; {
+		if _, err := pub.Publish(ctx, "user.http", map[string]any{"n": 1}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case uri := <-httpUpdates:
+			if uri != "shoal://events/user.http" {
+				t.Errorf("update for %s", uri)
+			}
+			got = true
+		case <-time.After(100 * time.Millisecond):
+			// The listen stream may not be open yet: publish again.
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no notifications/resources/updated on the subscriptions/listen stream")
+		}
+	}
+	stopSub()
+	<-subDone
+}
+
+var httpUpdates = make(chan string, 16)
+
+// TestModernHTTPGuards: the transport rules of 2026-07-28 — the version
+// in the header and in _meta must agree, Mcp-Method and Mcp-Name must
+// match the body, GET and DELETE are not part of it, an unknown method
+// is a 404 — and the bearer token is checked before any of them.
+func TestModernHTTPGuards(t *testing.T) {
+	sd := newStateDir(t)
+	h := startHTTP(t, sd, "agent:http")
+	const meta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"curl","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}}`
+	post := func(auth string, headers map[string]string, body string) (int, string, http.Header) {
+		t.Helper()
+		req, err := http.NewRequest("POST", h.url, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		for k, v := range headers {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b), resp.Header
+	}
+	ok := "Bearer " + h.token
+	modern := map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "server/discover"}
+	discover := `{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{` + meta + `}}`
+	marker := filepath.Join(t.TempDir(), "ran")
+	call := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"shoal_exec","arguments":{"source":"touch ` + marker + `"},` + meta + `}}`
+	callHeaders := map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "shoal_exec"}
+
+	for _, auth := range []string{"", "Bearer " + strings.Repeat("0", 64)} {
+		if code, body, _ := post(auth, callHeaders, call); code != http.StatusUnauthorized {
+			t.Errorf("stateless tools/call with %q: %d %s", auth, code, body)
+		}
+	}
+	if _, err := os.Stat(marker); !os.IsNotExist(err) {
+		t.Fatal("a stateless request without the token ran")
+	}
+	code, body, hdr := post(ok, modern, discover)
+	if code != http.StatusOK || !strings.Contains(body, `"supportedVersions"`) || !strings.Contains(body, `"2026-07-28"`) || hdr.Get(headerSession) != "" {
+		t.Fatalf("server/discover: %d %s (session %q)", code, body, hdr.Get(headerSession))
+	}
+	if code, body, _ := post(ok, callHeaders, call); code != http.StatusOK || !strings.Contains(body, `"ok":true`) {
+		t.Fatalf("stateless tools/call: %d %s", code, body)
+	}
+	if _, err := os.Stat(marker); err != nil {
+		t.Errorf("the stateless call did not run: %v", err)
+	}
+	for _, tc := range []struct {
+		name    string
+		headers map[string]string
+		body    string
+		status  int
+		code    string
+	}{
+		{"no version header", map[string]string{"Mcp-Method": "server/discover"}, discover, 400, "-32020"},
+		{"versions disagree", map[string]string{"Mcp-Protocol-Version": "2025-11-25", "Mcp-Method": "server/discover"}, discover, 400, "-32020"},
+		{"wrong Mcp-Method", map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/list"}, discover, 400, "-32020"},
+		{"wrong Mcp-Name", map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "shoal_get"}, call, 400, "-32020"},
+		{"no _meta version", modern, `{"jsonrpc":"2.0","id":3,"method":"server/discover","params":{}}`, 400, "-32602"},
+		{"Last-Event-ID", map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "server/discover", "Last-Event-ID": "1"}, discover, 400, "-32020"},
+		{"unknown method", map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "frob/nicate"}, `{"jsonrpc":"2.0","id":4,"method":"frob/nicate","params":{` + meta + `}}`, 404, "-32601"},
+		{"a batch", modern, "[" + discover + "]", 400, "-32600"},
+	} {
+		code, body, _ := post(ok, tc.headers, tc.body)
+		if code != tc.status || !strings.Contains(body, `"code":`+tc.code) {
+			t.Errorf("%s: %d %s; want %d with code %s", tc.name, code, body, tc.status, tc.code)
+		}
+	}
+	for _, method := range []string{"GET", "DELETE"} {
+		req, _ := http.NewRequest(method, h.url, nil)
+		req.Header.Set("Authorization", ok)
+		req.Header.Set("Accept", "text/event-stream")
+		req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != "POST" {
+			t.Errorf("%s at 2026-07-28: %d Allow %q", method, resp.StatusCode, resp.Header.Get("Allow"))
+		}
 	}
 }

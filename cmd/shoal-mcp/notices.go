@@ -231,15 +231,20 @@ func (f *Facade) outNumbers(ctx context.Context) []string {
 // isModern reports whether a request's params declare protocol 2026-07-28
 // or later in _meta (the stateless revision: no handshake, every request
 // says who it is).
-func isModern(params json.RawMessage) bool {
+func isModern(params json.RawMessage) bool { return mcp.IsModernProtocol(metaVersion(params)) }
+
+// metaVersion is the protocol version a request's params declare in
+// _meta, "" when they declare none.
+func metaVersion(params json.RawMessage) string {
 	var p struct {
 		Meta map[string]json.RawMessage `json:"_meta"`
 	}
 	if len(params) == 0 || json.Unmarshal(params, &p) != nil {
-		return false
+		return ""
 	}
 	var v string
-	return json.Unmarshal(p.Meta[mcp.MetaKeyProtocolVersion], &v) == nil && mcp.IsModernProtocol(v)
+	_ = json.Unmarshal(p.Meta[mcp.MetaKeyProtocolVersion], &v)
+	return v
 }
 
 // modernResult stamps what 2026-07-28 wants on a result the facade answers
