@@ -30,6 +30,10 @@ type capture struct {
 	total    int64
 	lines    int64 // newlines written, for progress reports
 	released bool  // the run's result is built; later output is dropped
+	// filter, when set, may replace what one Write writes (the
+	// interpreter's own messages, reworded as bash's; see
+	// run.filterMessage).
+	filter func([]byte) []byte
 }
 
 const (
@@ -45,13 +49,16 @@ func newCapture(limit int) *capture {
 // Write never fails: output beyond the budget is counted, not refused, so
 // a chatty process is never blocked or killed by its own log.
 func (c *capture) Write(p []byte) (int, error) {
+	n := len(p)
+	if c.filter != nil {
+		p = c.filter(p)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	n := len(p)
 	if c.released {
 		return n, nil
 	}
-	c.total += int64(n)
+	c.total += int64(len(p))
 	c.lines += int64(bytes.Count(p, newline))
 	for len(p) > 0 && c.headLen < c.headLimit {
 		last := len(c.head) - 1

@@ -32,11 +32,7 @@ func bashCalls(h interp.CallHandlerFunc) interp.CallHandlerFunc {
 		case "cd":
 			return cdCall(hc, args), nil
 		case "return":
-			if len(args) == 1 {
-				// A bare return returns the status of the last command;
-				// the interpreter returns 0. eval expands $? first.
-				return []string{"eval", "return $?"}, nil
-			}
+			return returnCall(args), nil
 		case "shift":
 			return shiftCall(args), nil
 		case "read":
@@ -56,6 +52,29 @@ func bashCalls(h interp.CallHandlerFunc) interp.CallHandlerFunc {
 		}
 		return args, nil
 	}
+}
+
+// returnCall makes return behave as bash's. A bare return returns the
+// status of the last command (the interpreter returns 0; eval expands $?
+// first). Outside a function or sourced script bash refuses it with
+// status 2 and goes on; the interpreter's status is 1 and its message
+// another. The builtin return fails only there, so its failure is the
+// test.
+func returnCall(args []string) []string {
+	status := "$?"
+	switch {
+	case len(args) == 2 && isUint(args[1]):
+		status = args[1]
+	case len(args) != 1:
+		return args
+	}
+	return []string{"eval", "builtin return " + status + " 2>/dev/null || { " +
+		"echo \"return: can only \\`return' from a function or sourced script\" >&2; (exit 2); }"}
+}
+
+func isUint(s string) bool {
+	_, err := strconv.ParseUint(s, 10, 8)
+	return err == nil
 }
 
 // trapCall keeps the conditions the interpreter traps (EXIT, ERR) and

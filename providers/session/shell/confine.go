@@ -234,7 +234,7 @@ func (e *Evaluator) spawnConfined(ctx context.Context, ru *run, hc interp.Handle
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		return interp.ExitStatus(128 + int(ws.Signal()))
+		return signalStatus(ru, hc, ws.Signal())
 	case ws.ExitStatus() != 0:
 		return interp.ExitStatus(ws.ExitStatus())
 	}

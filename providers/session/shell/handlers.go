@@ -48,10 +48,18 @@ func (e *Evaluator) openHandler(ctx context.Context, path string, flag int, perm
 			}
 		}
 	}
+	written := path
 	if path != "" && !filepath.IsAbs(path) {
 		path = filepath.Join(interp.HandlerCtx(ctx).Dir, path)
 	}
-	return e.openFile(runOf(ctx), path, flag, perm)
+	f, err := e.openFile(runOf(ctx), path, flag, perm)
+	if err != nil {
+		if ru := runOf(ctx); ru != nil {
+			ru.rewordOpenError(written, err)
+		}
+		return nil, err
+	}
+	return f, nil
 }
 
 // quietPath is a device that is not a file effect (/dev/null, the standard

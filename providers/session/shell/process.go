@@ -400,13 +400,25 @@ func (e *Evaluator) spawn(ctx context.Context, ru *run, hc interp.HandlerContext
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			return interp.ExitStatus(128 + int(ws.Signal()))
+			return signalStatus(ru, hc, ws.Signal())
 		}
 		return interp.ExitStatus(ee.ExitCode())
 	default:
 		fmt.Fprintf(hc.Stderr, "%s: %v\n", args[0], werr)
 		return interp.ExitStatus(1)
 	}
+}
+
+// signalStatus is the status of a command a signal ended, 128+N, and
+// says so as bash does for SIGTERM: "Terminated" on stderr, unless the
+// command is an earlier stage of a pipeline or the whole source (which
+// bash -c runs by exec, reporting nothing). bash's reports of other
+// signals name the process id, which no other run could reproduce.
+func signalStatus(ru *run, hc interp.HandlerContext, sig syscall.Signal) error {
+	if sig == syscall.SIGTERM && ru != nil && !ru.oneShot && !ru.inEarlierStage(hc.Pos.Offset()) {
+		fmt.Fprintln(hc.Stderr, "Terminated")
+	}
+	return interp.ExitStatus(128 + int(sig))
 }
 
 // start starts a command in its own process group and tracks the group.

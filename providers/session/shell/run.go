@@ -1,6 +1,7 @@
 package shell
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"io"
@@ -8,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"mvdan.cc/sh/v3/syntax"
 
@@ -39,11 +41,21 @@ type run struct {
 	ctx            context.Context
 	stdout, stderr *capture
 	mayBackground  bool // the source has &, coproc or process substitution
+	oneShot        bool // the source is one simple command, which bash -c would exec
 	pipes          []pipeSpan
 	declHeads      []headAt        // declaration commands in the source, which interp runs without hooks
 	funcNames      map[string]bool // functions the source defines
+	unsetChecked   []string        // parameters the source expands with ${x?msg} or ${x:?msg}
+
+	// rewords counts the entries of reword, which the interpreter's
+	// messages are checked against only while there are any; sawUnset
+	// says the interpreter reported an unset parameter (set -u,
+	// ${x?msg}), which bash makes a fatal error of status 127.
+	rewords  atomic.Int32
+	sawUnset atomic.Bool
 
 	mu             sync.Mutex
+	reword         map[string]string // a message the interpreter is about to print → bash's words
 	effects        []Effect
 	effectSet      map[Effect]struct{}
 	effectsDropped int
@@ -77,6 +89,17 @@ type pendingValue struct {
 // last stage starts.
 type pipeSpan struct{ start, last, end uint }
 
+// inEarlierStage reports whether offset is in a stage of a pipeline
+// other than its last.
+func (ru *run) inEarlierStage(offset uint) bool {
+	for _, p := range ru.pipes {
+		if offset >= p.start && offset < p.last {
+			return true
+		}
+	}
+	return false
+}
+
 // pipelineStart returns where the pipeline whose last stage holds offset
 // starts, or offset itself when it is in no pipeline's last stage.
 func (ru *run) pipelineStart(offset uint) uint {
@@ -98,7 +121,13 @@ func (e *Evaluator) newRun(file *syntax.File) *run {
 		headSet:   make(map[string]int),
 		marks:     make(map[string]struct{}),
 	}
+	ru.stdout.filter, ru.stderr.filter = ru.filterMessage, ru.filterMessage
 	ru.scan(file)
+	if len(file.Stmts) == 1 {
+		st := file.Stmts[0]
+		_, simple := st.Cmd.(*syntax.CallExpr)
+		ru.oneShot = simple && !st.Negated && !st.Background && !st.Coprocess
+	}
 	return ru
 }
 
@@ -118,6 +147,11 @@ func (ru *run) scan(file *syntax.File) {
 		case *syntax.BinaryCmd:
 			if n.Op == syntax.Pipe || n.Op == syntax.PipeAll {
 				ru.pipes = append(ru.pipes, pipeSpan{start: n.Pos().Offset(), last: n.Y.Pos().Offset(), end: n.End().Offset()})
+			}
+		case *syntax.ParamExp:
+			if n.Exp != nil && (n.Exp.Op == syntax.ErrorUnset || n.Exp.Op == syntax.ErrorUnsetOrNull) && n.Param != nil &&
+				!slices.Contains(ru.unsetChecked, n.Param.Value) && len(ru.unsetChecked) < 16 {
+				ru.unsetChecked = append(ru.unsetChecked, n.Param.Value)
 			}
 		case *syntax.FuncDecl:
 			if ru.funcNames == nil {
@@ -150,6 +184,52 @@ func declDumps(d *syntax.DeclClause) bool {
 		names++
 	}
 	return names == 0
+}
+
+// rewordOpenError makes the interpreter's report of a failed
+// redirection, "open /abs/path: no such file or directory", read as
+// bash's, "path: No such file or directory" with the path as written:
+// the open handler must return the *os.PathError the interpreter prints,
+// so the words are changed on their way to the run's output instead.
+func (ru *run) rewordOpenError(written string, err error) {
+	ru.mu.Lock()
+	defer ru.mu.Unlock()
+	if len(ru.reword) >= 16 {
+		return
+	}
+	if ru.reword == nil {
+		ru.reword = make(map[string]string)
+	}
+	ru.reword[err.Error()+"\n"] = written + ": " + strerror(err) + "\n"
+	ru.rewords.Store(int32(len(ru.reword)))
+}
+
+var unboundSuffix = []byte(": unbound variable\n")
+
+// filterMessage is the run's output captures' filter: it rewords the
+// interpreter's messages registered with rewordOpenError, and notices its
+// report of an unset parameter.
+func (ru *run) filterMessage(p []byte) []byte {
+	if bytes.HasSuffix(p, unboundSuffix) && syntax.ValidName(string(p[:len(p)-len(unboundSuffix)])) {
+		ru.sawUnset.Store(true)
+	} else if len(ru.unsetChecked) > 0 {
+		for _, name := range ru.unsetChecked {
+			if len(p) > len(name)+2 && string(p[:len(name)]) == name && p[len(name)] == ':' && p[len(p)-1] == '\n' {
+				ru.sawUnset.Store(true)
+			}
+		}
+	}
+	if ru.rewords.Load() == 0 {
+		return p
+	}
+	ru.mu.Lock()
+	defer ru.mu.Unlock()
+	if w, ok := ru.reword[string(p)]; ok {
+		delete(ru.reword, string(p))
+		ru.rewords.Store(int32(len(ru.reword)))
+		return []byte(w)
+	}
+	return p
 }
 
 func (ru *run) effect(kind, target string) {

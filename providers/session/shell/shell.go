@@ -351,6 +351,11 @@ func (e *Evaluator) RunWith(ctx context.Context, src string, opts RunOptions) (*
 	stopCaller()
 
 	exit, retErr := e.exitStatus(ctx, runCtx, ru, err)
+	if exit == 1 && r.Exited() && ru.sawUnset.Load() {
+		// An unset parameter under set -u or ${x?msg}: fatal with
+		// status 127 in bash, 1 in the interpreter.
+		exit = 127
+	}
 
 	changed := before.changed(r.Vars)
 	interp.StdIO(nil, nil, nil)(r) // the committed state must not keep this run's buffers alive
