@@ -202,11 +202,18 @@ func TestModernRoots(t *testing.T) {
 func TestModernHTTP(t *testing.T) {
 	sd := newStateDir(t)
 	h := startHTTP(t, sd, "agent:http")
+	updates, logs := make(chan string, 16), make(chan string, 16)
 	connect := func(token string) (*sdk.ClientSession, error) {
 		c := sdk.NewClient(&sdk.Implementation{Name: "shoal-modern-http", Version: "1"}, &sdk.ClientOptions{
 			ResourceUpdatedHandler: func(_ context.Context, req *sdk.ResourceUpdatedNotificationRequest) {
 				select {
-				case httpUpdates <- req.Params.URI:
+				case updates <- req.Params.URI:
+				default:
+				}
+			},
+			LoggingMessageHandler: func(_ context.Context, req *sdk.LoggingMessageRequest) {
+				select {
+				case logs <- fmt.Sprintf("%s %s %v", req.Params.Level, req.Params.Logger, req.Params.Data):
 				default:
 				}
 			},
@@ -257,6 +264,27 @@ func TestModernHTTP(t *testing.T) {
 		t.Error("an unknown tool was not an error")
 	}
 
+	// A confinement notice comes on the call's own event stream, before
+	// its answer, at the level the request asks for in _meta.
+	token := filepath.Join(sd.dir, "token")
+	res, err = cs.CallTool(ctx, &sdk.CallToolParams{Name: "shoal_exec", Arguments: map[string]any{"source": "read x < " + token},
+		Meta: sdk.Meta{"io.modelcontextprotocol/logLevel": "warning"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := json.Marshal(res.StructuredContent); strings.Contains(string(b), `"confined"`) {
+		select {
+		case msg := <-logs:
+			if !strings.HasPrefix(msg, "warning shoal-kernel out:") || !strings.Contains(msg, "refused: "+token) {
+				t.Errorf("confinement notice %q", msg)
+			}
+		case <-time.After(waitLong):
+			t.Error("no notifications/message for a confined run over stateless HTTP")
+		}
+	} else {
+		t.Logf("sessions are not confined here, so no confinement notice: %s", b)
+	}
+
 	subCtx, stopSub := context.WithCancel(ctx)
 	subDone := make(chan error, 1)
 	go func() { subDone <- cs.Subscribe(subCtx, &sdk.SubscribeParams{URI: "shoal://events/user.http"}) }()
@@ -267,7 +295,7 @@ func TestModernHTTP(t *testing.T) {
 			t.Fatal(err)
 		}
 		select {
-		case uri := <-httpUpdates:
+		case uri := <-updates:
 			if uri != "shoal://events/user.http" {
 				t.Errorf("update for %s", uri)
 			}
@@ -282,8 +310,6 @@ func TestModernHTTP(t *testing.T) {
 	stopSub()
 	<-subDone
 }
-
-var httpUpdates = make(chan string, 16)
 
 // TestModernHTTPGuards: the transport rules of 2026-07-28 — the version
 // in the header and in _meta must agree, Mcp-Method and Mcp-Name must

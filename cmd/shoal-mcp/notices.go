@@ -103,6 +103,24 @@ func (f *Facade) startupNotices(ctx context.Context, s *session) {
 	}
 }
 
+// confinementNotice tells the client of the request in ctx, as a
+// warning, that the OS confinement refused a run something (the reply's
+// confined note): the model reads it in the tool result, the person at
+// the host sees it in the host's log.
+func confinementNotice(ctx context.Context, reply map[string]any) {
+	c, _ := reply["confined"].(map[string]any)
+	s, _ := server.ClientSessionFromContext(ctx).(*session)
+	if c == nil || s == nil {
+		return
+	}
+	ref, _ := reply["ref"].(string)
+	msg := fmt.Sprintf("%s: %v", ref, c["hint"])
+	if d := strings.Join(stringList(c["denied"]), ", "); d != "" {
+		msg += " (refused: " + d + ")"
+	}
+	s.logTo(mcp.LoggingLevelWarning, "shoal-kernel", msg)
+}
+
 // logTee passes the facade's log records to its handler and, from warn
 // up, to the MCP clients as notifications/message.
 type logTee struct {

@@ -215,3 +215,38 @@ func unwrapTyped(v any) any {
 	}
 	return out
 }
+
+// TestConfinementNotice: a run the OS confinement refused something tells
+// the client as a notifications/message warning (logger shoal-kernel)
+// naming the run and the refused path, beside the tool result's confined
+// note; at level error the client does not get it.
+func TestConfinementNotice(t *testing.T) {
+	sd := newStateDir(t)
+	p := startHost(t, sd, t.TempDir(), hostClient{})
+	token := filepath.Join(sd.dir, "token")
+	m, _ := p.callOK("shoal_exec", map[string]any{"source": "read x < " + token})
+	if m["confined"] == nil {
+		t.Skipf("SKIP: sessions are not confined on this machine (no Landlock), so nothing is refused: %v", m)
+	}
+	note := p.nextLog("refused: " + token)
+	if note["level"] != "warning" || note["logger"] != "shoal-kernel" || !strings.HasPrefix(fmt.Sprint(note["data"]), m["ref"].(string)+": the OS confinement refused") {
+		t.Errorf("notice %v for %v", note, m)
+	}
+	if _, e := p.raw("logging/setLevel", map[string]any{"level": "error"}); e != nil {
+		t.Fatal(e)
+	}
+	if m, _ := p.callOK("shoal_exec", map[string]any{"source": "read x < " + token}); m["confined"] == nil {
+		t.Fatalf("the second run was not refused: %v", m)
+	}
+	p.callOK("shoal_exec", map[string]any{"source": "true"}) // a round trip after the notice would have been sent
+	for more := true; more; {
+		select {
+		case n := <-p.notes:
+			if n.Method == string(mcp.MethodNotificationMessage) {
+				t.Errorf("a warning reached a client at level error: %v", n.Params)
+			}
+		default:
+			more = false
+		}
+	}
+}

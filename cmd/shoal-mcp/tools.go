@@ -488,6 +488,7 @@ func (f *Facade) execLike(ctx context.Context, method string, params any, typed 
 	if err != nil {
 		return toolFailure(err), nil
 	}
+	confinementNotice(ctx, m)
 	if next != "" {
 		text += "\nnext: " + next
 	}
