@@ -3,19 +3,65 @@ package core
 import (
 	"context"
 
+	"github.com/shoal-sh/shoal/core/policy"
 	"github.com/shoal-sh/shoal/core/wire"
+	"mvdan.cc/sh/v3/syntax"
 )
 
-// Names of the services providers offer each other through [Host].
-const (
-	ServiceJournal  = "journal"  // a Journal, offered by providers/journal
-	ServiceBlobs    = "blobs"    // a Blobs, offered by providers/val
-	ServiceCluster  = "cluster"  // the cluster's state (Status() any), offered by providers/cluster when configured
-	ServiceExecutor = "executor" // an Executor, offered by providers/session
-	ServicePolicy   = "policy"   // a *policy.Policy, offered by the kernel
-	// ServiceWorkspaces is a Workspaces, offered by the kernel.
-	ServiceWorkspaces = "workspaces"
+// The services of core's interfaces, each offered by one provider (or
+// the kernel) and needed by others through [Need] or [Optional].
+var (
+	// ServiceJournal is the journal, offered by providers/journal.
+	ServiceJournal = NewKey[Journal]("journal")
+	// ServiceBlobs is the content store, offered by providers/val.
+	ServiceBlobs = NewKey[Blobs]("blobs")
+	// ServiceCluster is the cluster's state, offered by providers/cluster
+	// when a cluster is configured.
+	ServiceCluster = NewKey[ClusterStatus]("cluster")
+	// ServiceExecutor runs source in a session, offered by
+	// providers/session.
+	ServiceExecutor = NewKey[Executor]("executor")
+	// ServicePolicy is the kernel's policy, offered by the kernel.
+	ServicePolicy = NewKey[*policy.Policy]("policy")
+	// ServiceWorkspaces tells each session's workspace, offered by the
+	// kernel.
+	ServiceWorkspaces = NewKey[Workspaces]("workspaces")
+	// ServiceSessions tells about live sessions, offered by
+	// providers/session.
+	ServiceSessions = NewKey[Sessions]("sessions")
+	// ServicePolicyCheck judges what an execution or a PTY would run,
+	// offered by providers/plan.
+	ServicePolicyCheck = NewKey[PolicyCheck]("policy-check")
 )
+
+// ClusterStatus is the cluster's state as kernel.status shows it.
+type ClusterStatus interface {
+	Status() any
+}
+
+// Sessions is what the session provider tells others about a session.
+// It may also tell more through optional interfaces its users declare
+// and assert once at start-up: the session's variables and functions and
+// its writable bounds (providers/plan), its confinement (the kernel).
+type Sessions interface {
+	// Cwd is the session's live working directory.
+	Cwd(session string) string
+}
+
+// PolicyCheck decides whether what an execution or a PTY would run may
+// run without a plan. It returns nil when the verdict is allow, and a
+// POLICY_REFUSED error naming the reasons otherwise.
+type PolicyCheck interface {
+	// CheckExec judges source, which file holds already parsed as bash
+	// (nil: the check parses it, and refuses a syntax error), as it would
+	// run in cwd with the session's variables and functions as vars and
+	// funcs give them (nil: the session's as they are now).
+	CheckExec(ctx context.Context, c *Caller, file *syntax.File, source, cwd string,
+		vars func(string) (string, bool), funcs func(string) (*syntax.Stmt, bool)) error
+	// CheckTerminal judges the command a PTY starts with (source, run in
+	// cwd) as exec would.
+	CheckTerminal(ctx context.Context, c *Caller, source, cwd string) error
+}
 
 // Workspaces tells the directory each session was created for (its
 // workspace: where it starts, and the confinement's writable root). The

@@ -101,6 +101,10 @@ type Kernel struct {
 	providers []core.Provider
 	plugins   PluginHost
 	methods   map[string]core.Method
+	// The services the kernel uses, set at start-up (party).
+	journal    core.Journal
+	sessionSvc core.Sessions
+	cluster    core.ClusterStatus
 	// builtin are the methods the kernel serves itself (coreMethodTable).
 	builtin map[string]coreMethod
 	started time.Time
@@ -194,11 +198,19 @@ func New(opts Options, providers ...core.Provider) (k *Kernel, err error) {
 	k.router.RawCeiling = k.cfg.RawCeiling
 	k.router.SetOrder(opts.Order)
 	k.host = &core.Host{StateDir: stateDir, Bus: k.bus, Log: log, Config: k.cfg}
-	k.host.Provide(core.ServicePolicy, k.policy)
-	k.host.Provide(core.ServiceWorkspaces, core.Workspaces(k))
-
+	// The wiring is checked before any provider runs: a service needed
+	// and offered by none, or offered twice, stops the start here.
+	parties := []core.Party{k.party()}
 	for _, p := range providers {
-		if err := k.addProvider(p); err != nil {
+		parties = append(parties, core.PartyOf(p))
+	}
+	if err := core.CheckWiring(parties); err != nil {
+		return nil, fmt.Errorf("wire services: %w", err)
+	}
+	core.Offer(k.host, core.ServicePolicy, k.policy)
+	core.Offer(k.host, core.ServiceWorkspaces, core.Workspaces(k))
+	for i, p := range providers {
+		if err := k.addProvider(p, parties[i+1]); err != nil {
 			return nil, err
 		}
 	}
@@ -208,11 +220,24 @@ func New(opts Options, providers ...core.Provider) (k *Kernel, err error) {
 		if err != nil {
 			return nil, fmt.Errorf("load plugins: %w", err)
 		}
-		for _, p := range k.plugins.Providers() {
-			if err := k.addProvider(p); err != nil {
+		plugins := k.plugins.Providers()
+		for _, p := range plugins {
+			parties = append(parties, core.PartyOf(p))
+		}
+		if err := core.CheckWiring(parties); err != nil {
+			return nil, fmt.Errorf("wire plugin services: %w", err)
+		}
+		for i, p := range plugins {
+			if err := k.addProvider(p, parties[len(parties)-len(plugins)+i]); err != nil {
 				return nil, err
 			}
 		}
+	}
+	if err := core.Resolve(k.host, parties); err != nil {
+		return nil, fmt.Errorf("wire services: %w", err)
+	}
+	if err := core.StartAll(k.providers); err != nil {
+		return nil, err
 	}
 	if err := k.bindChannels(); err != nil {
 		return nil, err
@@ -220,11 +245,24 @@ func New(opts Options, providers ...core.Provider) (k *Kernel, err error) {
 	return k, nil
 }
 
-func (k *Kernel) addProvider(p core.Provider) error {
-	if pv, ok := p.(core.Provisioner); ok {
-		if err := pv.Provision(k.host); err != nil {
-			return fmt.Errorf("provision %s: %w", p.Family(), err)
-		}
+// party is the kernel's side of the service wiring: it offers the
+// policy and the workspaces, and shows the journal's, the sessions' and
+// the cluster's state in kernel.status when they are offered.
+func (k *Kernel) party() core.Party {
+	return core.Party{
+		Name:   "kernel",
+		Offers: []core.AnyKey{core.ServicePolicy, core.ServiceWorkspaces},
+		Needs: []core.Dependency{
+			core.Optional(core.ServiceJournal, &k.journal),
+			core.Optional(core.ServiceSessions, &k.sessionSvc),
+			core.Optional(core.ServiceCluster, &k.cluster),
+		},
+	}
+}
+
+func (k *Kernel) addProvider(p core.Provider, pt core.Party) error {
+	if err := core.Provision(k.host, p, pt); err != nil {
+		return fmt.Errorf("provision %s: %w", p.Family(), err)
 	}
 	if err := k.router.Register(p); err != nil {
 		return err
@@ -666,13 +704,7 @@ func nonNil(g core.Grants) []string {
 	return g
 }
 
-// SessionCwd is the optional service (core.ServiceSessions) telling a
-// session's live working directory.
-type SessionCwd interface {
-	Cwd(session string) string
-}
-
-// SessionConfinement is implemented by the sessions provider: how the OS
+// SessionConfinement is implemented by the sessions service: how the OS
 // confines a session, and a summary for kernel.status.
 type SessionConfinement interface {
 	Confinement(session string) map[string]any
@@ -680,15 +712,15 @@ type SessionConfinement interface {
 }
 
 func (k *Kernel) confinement(session string) any {
-	if s, err := core.Lookup[SessionConfinement](k.host, ServiceSessions); err == nil {
+	if s, ok := k.sessionSvc.(SessionConfinement); ok {
 		return s.Confinement(session)
 	}
 	return map[string]any{"confined": false, "reason": "no session provider is loaded"}
 }
 
 func (k *Kernel) cwd(session string) string {
-	if s, err := core.Lookup[SessionCwd](k.host, ServiceSessions); err == nil {
-		return s.Cwd(session)
+	if k.sessionSvc != nil {
+		return k.sessionSvc.Cwd(session)
 	}
 	wd, _ := os.Getwd()
 	return wd
@@ -720,9 +752,6 @@ func defaultWorkspace() string {
 	}
 	return wd
 }
-
-// ServiceSessions names the SessionCwd service.
-const ServiceSessions = "sessions"
 
 func decodeParams(raw json.RawMessage, v any) error {
 	if len(raw) == 0 || string(raw) == "null" {

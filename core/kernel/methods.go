@@ -321,16 +321,14 @@ func (k *Kernel) status(context.Context, *conn, *core.Caller, json.RawMessage) (
 		"idle_exit":   k.opts.IdleExit.String(),
 	}
 	out["plugins"] = k.pluginStatus()
-	if j, err := core.Lookup[core.Journal](k.host, core.ServiceJournal); err == nil {
-		if js, ok := j.(interface{ Stats() core.JournalStats }); ok {
-			out["journal"] = js.Stats()
-		}
+	if js, ok := k.journal.(interface{ Stats() core.JournalStats }); ok {
+		out["journal"] = js.Stats()
 	}
-	if s, err := core.Lookup[SessionConfinement](k.host, ServiceSessions); err == nil {
+	if s, ok := k.sessionSvc.(SessionConfinement); ok {
 		out["sandbox"] = s.SandboxStatus()
 	}
-	if c, err := core.Lookup[interface{ Status() any }](k.host, core.ServiceCluster); err == nil {
-		out["cluster"] = c.Status()
+	if k.cluster != nil {
+		out["cluster"] = k.cluster.Status()
 	}
 	return out, nil
 }

@@ -38,9 +38,9 @@ func BenchmarkExecEcho(b *testing.B) {
 	k := startKernel(b, dir)
 	c := attach(b, dir, client.Options{Principal: "agent:bench"})
 	ctx := context.Background()
-	j, err := core.Lookup[core.Journal](k.Host(), core.ServiceJournal)
-	if err != nil {
-		b.Fatal(err)
+	j, ok := core.Get(k.Host(), core.ServiceJournal)
+	if !ok {
+		b.Fatal("no journal service")
 	}
 	stats := j.(interface{ Stats() core.JournalStats })
 	execLat := make([]time.Duration, 0, b.N)
@@ -121,9 +121,9 @@ func BenchmarkExecTrueTimeout(b *testing.B) { benchExecTrue(b, client.ExecOption
 func benchExecTrue(b *testing.B, opts client.ExecOptions) {
 	dir := shortDir(b)
 	kern := startKernel(b, dir)
-	j, err := core.Lookup[core.Journal](kern.Host(), core.ServiceJournal)
-	if err != nil {
-		b.Fatal(err)
+	j, ok := core.Get(kern.Host(), core.ServiceJournal)
+	if !ok {
+		b.Fatal("no journal service")
 	}
 	stats := j.(interface{ Stats() core.JournalStats })
 	c := attach(b, dir, client.Options{Principal: "agent:bench"})
@@ -209,9 +209,9 @@ func BenchmarkColdPartRead(b *testing.B) {
 	k := startKernel(b, dir)
 	c := attach(b, dir, client.Options{Principal: "agent:bench"})
 	ctx := context.Background()
-	tr, err := core.Lookup[*out.Transcript](k.Host(), out.ServiceTranscript)
-	if err != nil {
-		b.Fatal(err)
+	tr, ok := core.Get(k.Host(), out.ServiceTranscript)
+	if !ok {
+		b.Fatal("no transcript service")
 	}
 	session := c.Attached.Session
 	const rows, strLen = 10_000_000, 100_000_000

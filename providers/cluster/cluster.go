@@ -66,6 +66,10 @@ const opTimeout = 5 * time.Second
 // and Provision wires the shared channels, journal and values.
 type Provider struct {
 	c *Cluster
+	// The services a cluster shares, set at start-up (both provisioned
+	// before this provider); a cluster is refused without them.
+	blobs   core.Blobs
+	journal core.Journal
 }
 
 // New returns the cluster provider.
@@ -75,7 +79,23 @@ var (
 	_ core.Provider    = (*Provider)(nil)
 	_ core.Provisioner = (*Provider)(nil)
 	_ core.Closer      = (*Provider)(nil)
+	_ core.Needer      = (*Provider)(nil)
+	_ core.Offerer     = (*Provider)(nil)
 )
+
+// Needs implements core.Needer.
+func (p *Provider) Needs() []core.Dependency {
+	return []core.Dependency{
+		core.Optional(core.ServiceBlobs, &p.blobs),
+		core.Optional(core.ServiceJournal, &p.journal),
+	}
+}
+
+// Offers implements core.Offerer: both are offered only when a cluster
+// is configured.
+func (p *Provider) Offers() []core.AnyKey {
+	return []core.AnyKey{core.ServiceCluster, journal.ServiceCluster}
+}
 
 // Cluster is one kernel's membership in a cluster.
 type Cluster struct {
@@ -118,7 +138,7 @@ func (p *Provider) Provision(h *core.Host) error {
 		}
 		return nil
 	}
-	c, err := join(h, cfg, decls)
+	c, err := join(h, cfg, decls, p.blobs, p.journal)
 	if err != nil {
 		return fmt.Errorf("cluster: %w", err)
 	}
@@ -126,7 +146,7 @@ func (p *Provider) Provision(h *core.Host) error {
 	return nil
 }
 
-func join(h *core.Host, cfg core.ClusterConfig, decls []core.ChannelDecl) (*Cluster, error) {
+func join(h *core.Host, cfg core.ClusterConfig, decls []core.ChannelDecl, blobs core.Blobs, jr core.Journal) (*Cluster, error) {
 	log := h.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -202,17 +222,12 @@ func join(h *core.Host, cfg core.ClusterConfig, decls []core.ChannelDecl) (*Clus
 		opts = append(opts, nats.ClientCert(cfg.TLSCert, cfg.TLSKey))
 	}
 
-	blobs, err := core.Lookup[core.Blobs](h, core.ServiceBlobs)
-	if err != nil {
-		return nil, err
+	if blobs == nil || jr == nil {
+		return nil, errors.New("a cluster shares the content store and the journal: their providers (val, journal) must be loaded")
 	}
 	store, ok := blobs.(*cas.Store)
 	if !ok {
 		return nil, fmt.Errorf("the content store is a %T, not a *cas.Store", blobs)
-	}
-	jr, err := core.Lookup[core.Journal](h, core.ServiceJournal)
-	if err != nil {
-		return nil, err
 	}
 	j, ok := jr.(*journal.Journal)
 	if !ok {
@@ -234,8 +249,8 @@ func join(h *core.Host, cfg core.ClusterConfig, decls []core.ChannelDecl) (*Clus
 		h.Bus.SetShared(c.channels)
 	}
 	store.SetRemote(c.values)
-	h.Provide(journal.ServiceCluster, journal.ClusterQuerier(c))
-	h.Provide(core.ServiceCluster, c)
+	core.Offer[journal.ClusterQuerier](h, journal.ServiceCluster, c)
+	core.Offer[core.ClusterStatus](h, core.ServiceCluster, c)
 	c.export.start(h)
 	c.values.start()
 	return c, nil

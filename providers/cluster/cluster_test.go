@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -104,9 +105,10 @@ func startAt(t testing.TB, dir, cfg, principal, url string, o client.Options) *m
 		t.Fatal(err)
 	}
 	stop := testkernel.Serve(t, k)
-	cl, err := core.Lookup[*cluster.Cluster](k.Host(), core.ServiceCluster)
-	if err != nil {
-		t.Fatal(err)
+	svc, _ := core.Get(k.Host(), core.ServiceCluster)
+	cl, ok := svc.(*cluster.Cluster)
+	if !ok {
+		t.Fatalf("the cluster service is a %T", svc)
 	}
 	if o.Principal == "" {
 		o.Principal = principal
@@ -494,9 +496,9 @@ func TestOutage(t *testing.T) {
 }
 
 func lastEntry(m *member) (uint64, error) {
-	j, err := core.Lookup[core.Journal](m.k.Host(), core.ServiceJournal)
-	if err != nil {
-		return 0, err
+	j, ok := core.Get(m.k.Host(), core.ServiceJournal)
+	if !ok {
+		return 0, errors.New("no journal service")
 	}
 	return j.(*journal.Journal).LastEntryID()
 }

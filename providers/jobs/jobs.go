@@ -17,8 +17,8 @@ type Provider struct {
 }
 
 var (
-	_ core.Provider    = (*Provider)(nil)
-	_ core.Provisioner = (*Provider)(nil)
+	_ core.Provider = (*Provider)(nil)
+	_ core.Needer   = (*Provider)(nil)
 )
 
 // New returns the jobs provider.
@@ -27,14 +27,9 @@ func New() *Provider { return &Provider{} }
 // Family implements core.Provider.
 func (*Provider) Family() string { return "jobs" }
 
-// Provision implements core.Provisioner.
-func (p *Provider) Provision(h *core.Host) error {
-	r, err := core.Lookup[*task.Registry](h, task.ServiceTasks)
-	if err != nil {
-		return err
-	}
-	p.tasks = r
-	return nil
+// Needs implements core.Needer: jobs lists the task registry's tasks.
+func (p *Provider) Needs() []core.Dependency {
+	return []core.Dependency{core.Need(task.ServiceTasks, &p.tasks)}
 }
 
 // Templates implements core.Provider: jobs is a root, not a template.

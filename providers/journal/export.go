@@ -79,9 +79,9 @@ func (j *Journal) LastEntryID() (uint64, error) {
 	return id, err
 }
 
-// ServiceCluster is the host service a cluster offers for journal.query
-// with scope=cluster: a [ClusterQuerier].
-const ServiceCluster = "journal.cluster"
+// ServiceCluster is the service a cluster offers for journal.query with
+// scope=cluster.
+var ServiceCluster = core.NewKey[ClusterQuerier]("journal.cluster")
 
 // ClusterQuerier answers journal queries over every kernel of a cluster.
 type ClusterQuerier interface {

@@ -69,7 +69,7 @@ func TestScope(t *testing.T) {
 		t.Fatalf("local scope: %v", err)
 	}
 	f := &fakeCluster{}
-	h.Provide(ServiceCluster, ClusterQuerier(f))
+	p.cluster = f
 	res, err := query(ctx, &core.Caller{}, json.RawMessage(`{"scope":"cluster","principal":"agent:a","limit":5}`))
 	if err != nil {
 		t.Fatal(err)

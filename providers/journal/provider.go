@@ -21,8 +21,10 @@ const FileName = "journal.db"
 // Provider is the journal family: the shoal://journal root, the
 // journal.query method, and the journal service for the other providers.
 type Provider struct {
-	j    *Journal
-	host *core.Host
+	j *Journal
+	// cluster answers scope=cluster queries; set at start-up when a
+	// cluster is configured.
+	cluster ClusterQuerier
 }
 
 // New returns the journal provider; it serves after Provision.
@@ -33,6 +35,8 @@ var (
 	_ core.Provisioner    = (*Provider)(nil)
 	_ core.MethodProvider = (*Provider)(nil)
 	_ core.Closer         = (*Provider)(nil)
+	_ core.Offerer        = (*Provider)(nil)
+	_ core.Needer         = (*Provider)(nil)
 )
 
 // Provision opens the journal in the state directory, offers it as the
@@ -56,9 +60,16 @@ func (p *Provider) Provision(h *core.Host) error {
 		}
 	}
 	p.j = j
-	p.host = h
-	h.Provide(core.ServiceJournal, j)
+	core.Offer[core.Journal](h, core.ServiceJournal, j)
 	return nil
+}
+
+// Offers implements core.Offerer.
+func (p *Provider) Offers() []core.AnyKey { return []core.AnyKey{core.ServiceJournal} }
+
+// Needs implements core.Needer.
+func (p *Provider) Needs() []core.Dependency {
+	return []core.Dependency{core.Optional(ServiceCluster, &p.cluster)}
 }
 
 // Journal is the open journal (nil before Provision).
@@ -130,10 +141,7 @@ func (p *Provider) scoped(ctx context.Context, scope string, q Query) (any, erro
 	default:
 		return nil, rpc.Errorf(rpc.InvalidParams, "journal scope %q is unknown: use local (this kernel, the default) or cluster (every kernel of the cluster)", scope)
 	}
-	var cq ClusterQuerier
-	if p.host != nil {
-		cq, _ = core.Lookup[ClusterQuerier](p.host, ServiceCluster)
-	}
+	cq := p.cluster
 	if cq == nil {
 		return nil, rpc.Errorf(rpc.Unavailable, "scope=cluster needs a cluster: this kernel has none (set nats under [cluster] in config.toml, or start it with --nats URL)")
 	}

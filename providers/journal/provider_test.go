@@ -100,9 +100,9 @@ func TestQueryFromParams(t *testing.T) {
 func TestProviderReadAndMethod(t *testing.T) {
 	h := &core.Host{StateDir: t.TempDir()}
 	p := provision(t, h)
-	j, err := core.Lookup[core.Journal](h, core.ServiceJournal)
-	if err != nil {
-		t.Fatal(err)
+	j, ok := core.Get(h, core.ServiceJournal)
+	if !ok {
+		t.Fatal("no journal service")
 	}
 	for i := range 6 {
 		if _, err := j.Append(context.Background(), core.JournalRow{

@@ -31,8 +31,8 @@ import (
 	"github.com/shoal-sh/shoal/providers/val/spill"
 )
 
-// ServiceTranscript names the *Transcript service.
-const ServiceTranscript = "transcript"
+// ServiceTranscript is the transcript, offered by this provider.
+var ServiceTranscript = core.NewKey[*Transcript]("transcript")
 
 // Entry describes one transcript value.
 type Entry struct {
@@ -430,6 +430,10 @@ func ParseRef(s string) (int, error) {
 // Provider serves shoal://out/{n}.
 type Provider struct {
 	T *Transcript
+	// Services set at start-up, before Provision (both offered by the
+	// val provider, provisioned first); nil when not offered.
+	blobs core.Blobs
+	parts *spill.Reader
 }
 
 var (
@@ -437,6 +441,8 @@ var (
 	_ core.Provisioner     = (*Provider)(nil)
 	_ core.SessionObserver = (*Provider)(nil)
 	_ core.PartReader      = (*Provider)(nil)
+	_ core.Needer          = (*Provider)(nil)
+	_ core.Offerer         = (*Provider)(nil)
 )
 
 // New returns the out provider; its transcript is created at Provision.
@@ -445,12 +451,21 @@ func New() *Provider { return &Provider{} }
 // Family implements core.Provider.
 func (*Provider) Family() string { return "out" }
 
+// Needs implements core.Needer: without a content store values stay in
+// memory.
+func (p *Provider) Needs() []core.Dependency {
+	return []core.Dependency{
+		core.Optional(core.ServiceBlobs, &p.blobs),
+		core.Optional(spill.Service, &p.parts),
+	}
+}
+
+// Offers implements core.Offerer.
+func (p *Provider) Offers() []core.AnyKey { return []core.AnyKey{ServiceTranscript} }
+
 // Provision implements core.Provisioner: it offers the transcript service.
 func (p *Provider) Provision(h *core.Host) error {
-	blobs, err := core.Lookup[core.Blobs](h, core.ServiceBlobs)
-	if err != nil {
-		blobs = nil // no content store: values stay in memory
-	}
+	blobs := p.blobs
 	threshold := int64(core.DefaultSpillThreshold)
 	if h.Config != nil {
 		threshold = h.Config.SpillThreshold
@@ -464,10 +479,10 @@ func (p *Provider) Provision(h *core.Host) error {
 	if h.Config != nil && h.Config.TranscriptMemory > 0 {
 		p.T.SetMemory(h.Config.TranscriptMemory)
 	}
-	if r, err := core.Lookup[*spill.Reader](h, spill.Service); err == nil {
-		p.T.SetParts(r)
+	if p.parts != nil {
+		p.T.SetParts(p.parts)
 	}
-	h.Provide(ServiceTranscript, p.T)
+	core.Offer(h, ServiceTranscript, p.T)
 	// Spilled values are held by the live transcript: the store's garbage
 	// collection must keep them however old they are.
 	if s, ok := blobs.(*cas.Store); ok {

@@ -283,7 +283,7 @@ func (p *Provider) Decide(ctx context.Context, c *core.Caller, ref string, appro
 	if !approve {
 		state = Rejected
 	}
-	if j, err := core.Lookup[core.Journal](p.host, core.ServiceJournal); err == nil {
+	if j := p.journal; j != nil {
 		row := core.JournalRow{
 			Session: c.Session, Principal: c.Principal, Kind: "approval",
 			Head: "plan." + verb, Source: rec.Source, Effects: rec.Effects, OK: true, Ref: rec.Ref,
@@ -380,8 +380,8 @@ func (p *Provider) Apply(ctx context.Context, c *core.Caller, ref string, timeou
 		release()
 		return nil, err
 	}
-	ex, err := core.Lookup[core.Executor](p.host, core.ServiceExecutor)
-	if err != nil {
+	ex := p.executor
+	if ex == nil {
 		release()
 		return nil, rpc.Errorf(rpc.Unavailable, "no executor is loaded, so plan %s cannot run now; it stays unapplied", rec.Ref)
 	}

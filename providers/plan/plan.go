@@ -32,19 +32,6 @@ import (
 	"github.com/shoal-sh/shoal/providers/plan/analyze"
 )
 
-// ServicePolicyCheck is the service name under which the provider offers
-// CheckExec; it equals session.ServicePolicyCheck.
-const ServicePolicyCheck = "policy-check"
-
-// serviceSessions is the sessions service (providers/session): it tells a
-// session's live working directory, and may resolve its variables.
-const serviceSessions = "sessions"
-
-// SessionCwd is what the plan provider needs of the sessions service.
-type SessionCwd interface {
-	Cwd(session string) string
-}
-
 // SessionVars is optionally implemented by the sessions service: with it
 // the analyzer resolves $NAME to the session's value instead of treating
 // every variable as unknown (which makes such targets dynamic, so ask).
@@ -123,6 +110,11 @@ type Provider struct {
 	host   *core.Host
 	policy *policy.Policy
 	now    func() time.Time
+	// The services the provider uses, set at start-up (Needs); nil
+	// when not offered.
+	journal  core.Journal
+	executor core.Executor
+	sessions core.Sessions
 
 	mu       sync.Mutex
 	plans    map[string]*entry // by hex
@@ -135,6 +127,9 @@ var (
 	_ core.Provisioner     = (*Provider)(nil)
 	_ core.MethodProvider  = (*Provider)(nil)
 	_ core.SessionObserver = (*Provider)(nil)
+	_ core.Needer          = (*Provider)(nil)
+	_ core.Offerer         = (*Provider)(nil)
+	_ core.PolicyCheck     = (*Provider)(nil)
 )
 
 // New returns the plan provider. Its policy is the kernel's (the policy
@@ -146,19 +141,33 @@ func New() *Provider {
 // Family implements core.Provider.
 func (*Provider) Family() string { return "plan" }
 
+// Needs implements core.Needer. Without the policy service the provider
+// reads $STATE/policy.toml; without the sessions service it judges in the
+// kernel's directory; decisions go unjournaled without a journal, and
+// plan.apply needs the executor.
+func (p *Provider) Needs() []core.Dependency {
+	return []core.Dependency{
+		core.Optional(core.ServicePolicy, &p.policy),
+		core.Optional(core.ServiceJournal, &p.journal),
+		core.Optional(core.ServiceExecutor, &p.executor),
+		core.Optional(core.ServiceSessions, &p.sessions),
+	}
+}
+
+// Offers implements core.Offerer.
+func (p *Provider) Offers() []core.AnyKey { return []core.AnyKey{core.ServicePolicyCheck} }
+
 // Provision implements core.Provisioner.
 func (p *Provider) Provision(h *core.Host) error {
 	p.host = h
-	if pol, err := core.Lookup[*policy.Policy](h, core.ServicePolicy); err == nil && pol != nil {
-		p.policy = pol
-	} else {
+	if p.policy == nil {
 		pol, err := policy.Load(filepath.Join(h.StateDir, "policy.toml"))
 		if err != nil {
 			return err
 		}
 		p.policy = pol
 	}
-	h.Provide(ServicePolicyCheck, p)
+	core.Offer[core.PolicyCheck](h, core.ServicePolicyCheck, p)
 	return nil
 }
 
@@ -355,33 +364,29 @@ func (p *Provider) envFor(c *core.Caller, cwd string) analyze.Env {
 // (`.` is the session's workspace when the sessions service says which,
 // else the cwd), and the session's confinement.
 func (p *Provider) scope(c *core.Caller, cwd string) (analyze.Env, policy.DecideContext, bounds) {
-	if cwd == "" && p.host != nil {
-		if s, err := core.Lookup[SessionCwd](p.host, serviceSessions); err == nil {
-			cwd = s.Cwd(c.Session)
-		}
+	if cwd == "" && p.sessions != nil {
+		cwd = p.sessions.Cwd(c.Session)
 	}
 	if cwd == "" {
 		cwd, _ = os.Getwd()
 	}
 	home, _ := os.UserHomeDir()
 	env := analyze.Env{Cwd: cwd, Home: home}
-	if p.host != nil {
-		if sv, err := core.Lookup[SessionVars](p.host, serviceSessions); err == nil {
-			session := c.Session
-			env.Lookup = func(name string) (string, bool) { return sv.Var(session, name) }
-			if h, ok := sv.Var(session, "HOME"); ok && filepath.IsAbs(h) {
-				env.Home = h
-			}
+	if sv, ok := p.sessions.(SessionVars); ok {
+		session := c.Session
+		env.Lookup = func(name string) (string, bool) { return sv.Var(session, name) }
+		if h, ok := sv.Var(session, "HOME"); ok && filepath.IsAbs(h) {
+			env.Home = h
 		}
-		if sf, err := core.Lookup[SessionFuncs](p.host, serviceSessions); err == nil {
-			session := c.Session
-			env.Func = func(name string) (*syntax.Stmt, bool) { return sf.Func(session, name) }
-		}
+	}
+	if sf, ok := p.sessions.(SessionFuncs); ok {
+		session := c.Session
+		env.Func = func(name string) (*syntax.Stmt, bool) { return sf.Func(session, name) }
 	}
 	dctx := policy.DecideContext{Cwd: env.Cwd, Home: env.Home, Resolve: realDir}
 	var b bounds
 	if p.host != nil {
-		if sb, err := core.Lookup[SessionBounds](p.host, serviceSessions); err == nil {
+		if sb, ok := p.sessions.(SessionBounds); ok {
 			b.ws.Dir, b.ws.Tmp, b.confined = sb.Bounds(c.Session)
 			b.ws.Home, b.ws.State = env.Home, p.host.StateDir
 			if b.ws.Dir != "" {

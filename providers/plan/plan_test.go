@@ -20,16 +20,6 @@ import (
 	"github.com/shoal-sh/shoal/core/uri"
 )
 
-// policyCheck mirrors session.PolicyCheck, the interface the session
-// provider looks up under "policy-check" before every exec. (Mirrored, not
-// imported: the session package is built concurrently.)
-type policyCheck interface {
-	CheckExec(ctx context.Context, c *core.Caller, file *syntax.File, source, cwd string,
-		vars func(string) (string, bool), funcs func(string) (*syntax.Stmt, bool)) error
-}
-
-var _ policyCheck = (*Provider)(nil)
-
 type fakeJournal struct {
 	mu   sync.Mutex
 	rows []core.JournalRow
@@ -117,16 +107,16 @@ func newRig(t testing.TB) *rig {
 		pol: policy.Default(),
 	}
 	h := &core.Host{StateDir: dir, Bus: r.bus}
-	h.Provide(core.ServicePolicy, r.pol)
-	h.Provide(core.ServiceJournal, core.Journal(r.j))
-	h.Provide(core.ServiceExecutor, core.Executor(r.x))
-	h.Provide(serviceSessions, r.ss)
+	core.Offer(h, core.ServicePolicy, r.pol)
+	core.Offer[core.Journal](h, core.ServiceJournal, r.j)
+	core.Offer[core.Executor](h, core.ServiceExecutor, r.x)
+	core.Offer[core.Sessions](h, core.ServiceSessions, r.ss)
 	r.p = New()
-	if err := r.p.Provision(h); err != nil {
+	if err := core.Wire(h, r.p); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := core.Lookup[policyCheck](h, "policy-check"); err != nil || got != policyCheck(r.p) {
-		t.Fatalf("policy-check service: %v", err)
+	if got, ok := core.Get(h, core.ServicePolicyCheck); !ok || got != core.PolicyCheck(r.p) {
+		t.Fatal("the provider does not offer the policy-check service")
 	}
 	t.Cleanup(r.bus.Close)
 	return r
@@ -678,9 +668,9 @@ func TestSessionVarsAndFuncs(t *testing.T) {
 		funcs:        map[string]*syntax.Stmt{"wipe": f.Stmts[0].Cmd.(*syntax.FuncDecl).Body},
 	}
 	h := &core.Host{StateDir: dir}
-	h.Provide(serviceSessions, ss)
+	core.Offer[core.Sessions](h, core.ServiceSessions, ss)
 	p := New()
-	if err := p.Provision(h); err != nil {
+	if err := core.Wire(h, p); err != nil {
 		t.Fatal(err)
 	}
 	a := &core.Caller{Session: "main", Principal: "agent:a"}

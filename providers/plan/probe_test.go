@@ -276,11 +276,11 @@ func newProbeRig(t testing.TB) *probeRig {
 	t.Cleanup(b.Close)
 	ss := &boundSessions{cwd: work, dir: work, tmp: tmp, home: home}
 	h := &core.Host{StateDir: t.TempDir(), Bus: b}
-	h.Provide(core.ServicePolicy, policy.Default())
-	h.Provide(core.ServiceJournal, core.Journal(&fakeJournal{}))
-	h.Provide(serviceSessions, ss)
+	core.Offer(h, core.ServicePolicy, policy.Default())
+	core.Offer[core.Journal](h, core.ServiceJournal, &fakeJournal{})
+	core.Offer[core.Sessions](h, core.ServiceSessions, ss)
 	p := New()
-	if err := p.Provision(h); err != nil {
+	if err := core.Wire(h, p); err != nil {
 		t.Fatal(err)
 	}
 	return &probeRig{p: p, ss: ss, c: &core.Caller{Session: "main", Principal: "agent:probe"}}

@@ -69,8 +69,10 @@ type Manager struct {
 	// and an emulator whose parser alone reserves 4 MiB.
 	MaxPerSession int
 
-	host *core.Host
-	log  *slog.Logger
+	// Services set at start-up (Needs); nil when not offered.
+	rows  core.Journal
+	check core.PolicyCheck
+	log   *slog.Logger
 
 	mu     sync.Mutex
 	next   uint64
@@ -471,24 +473,14 @@ func (m *Manager) program(o OpenOptions) (display, head string, args []string, e
 	}
 }
 
-// policyCheck is the policy check exec uses, for a program on a terminal
-// (the plan provider's CheckTerminal, under the "policy-check" service;
-// mirrored here, not imported).
-type policyCheck interface {
-	CheckTerminal(ctx context.Context, c *core.Caller, source, cwd string) error
-}
-
 // checkPolicy judges what a PTY would start with the same analysis and
 // refusal as exec: the command, or argv joined with shell quoting, run in
 // cwd, with the variables the PTY is given as prefix assignments (so
 // BASH_ENV=… counts). Later keystrokes cannot be analysed; the
 // confinement holds there.
 func (m *Manager) checkPolicy(ctx context.Context, c *core.Caller, display, cwd string, env map[string]string) error {
-	if m.host == nil {
-		return nil
-	}
-	pc, err := core.Lookup[policyCheck](m.host, "policy-check")
-	if err != nil {
+	pc := m.check
+	if pc == nil {
 		return nil
 	}
 	var src strings.Builder
@@ -598,14 +590,10 @@ func (m *Manager) env(session string, add map[string]string) ([]string, error) {
 }
 
 func (m *Manager) journal(ctx context.Context, row core.JournalRow) {
-	if m.host == nil {
-		return
-	}
-	j, err := core.Lookup[core.Journal](m.host, core.ServiceJournal)
-	if err != nil {
+	if m.rows == nil {
 		return // no journal in this kernel (unit tests, minimal builds)
 	}
-	if _, err := j.Append(ctx, row); err != nil {
+	if _, err := m.rows.Append(ctx, row); err != nil {
 		m.logger().Warn("journal pty.open", "pty", row.Ref, "err", err)
 	}
 }

@@ -18,11 +18,8 @@ import (
 func TestOpenChecksPolicy(t *testing.T) {
 	m := newManager(t)
 	h := &core.Host{StateDir: t.TempDir()}
-	h.Provide(core.ServicePolicy, policy.Default())
-	if err := plan.New().Provision(h); err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Provision(h); err != nil {
+	core.Offer(h, core.ServicePolicy, policy.Default())
+	if err := core.Wire(h, plan.New(), m); err != nil {
 		t.Fatal(err)
 	}
 	dir := filepath.Join(t.TempDir(), "victim")

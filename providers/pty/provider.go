@@ -23,9 +23,9 @@ const Family = "pty"
 // kernel places it sixth among the roots (SPEC M2).
 const Root = "shoal://pty"
 
-// ServiceName is the host service under which Provision offers the
-// *Manager, for code that waits on screens (shoal_wait).
-const ServiceName = "pty"
+// ServiceName is the *Manager, which Provision offers for code that
+// waits on screens (shoal_wait).
+var ServiceName = core.NewKey[*Manager]("pty")
 
 // Interface guards: the kernel finds these by type assertion. A PTY is not
 // subscribable: its screen changes too often to be an event stream.
@@ -35,6 +35,8 @@ var (
 	_ core.Provisioner     = (*Manager)(nil)
 	_ core.SessionObserver = (*Manager)(nil)
 	_ core.Closer          = (*Manager)(nil)
+	_ core.Needer          = (*Manager)(nil)
+	_ core.Offerer         = (*Manager)(nil)
 )
 
 // Family implements core.Provider.
@@ -93,15 +95,26 @@ func (m *Manager) Read(_ context.Context, c *core.Caller, u *uri.URI) (*core.Con
 	}
 }
 
-// Provision implements core.Provisioner. The journal is looked up at each
-// open, so its provider may be registered in any order.
+// Provision implements core.Provisioner.
 func (m *Manager) Provision(h *core.Host) error {
-	m.host = h
 	if h.Log != nil {
 		m.log = h.Log
 	}
-	h.Provide(ServiceName, m)
+	core.Offer(h, ServiceName, m)
 	return nil
+}
+
+// Offers implements core.Offerer.
+func (m *Manager) Offers() []core.AnyKey { return []core.AnyKey{ServiceName} }
+
+// Needs implements core.Needer: without a journal pty.open goes
+// unrecorded, and without a policy check it is not judged (unit tests,
+// minimal builds).
+func (m *Manager) Needs() []core.Dependency {
+	return []core.Dependency{
+		core.Optional(core.ServiceJournal, &m.rows),
+		core.Optional(core.ServicePolicyCheck, &m.check),
+	}
 }
 
 type listing struct {

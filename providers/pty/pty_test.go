@@ -503,12 +503,12 @@ func TestMethodsAndProvider(t *testing.T) {
 	m := newManager(t)
 	j := &fakeJournal{}
 	h := &core.Host{}
-	h.Provide(core.ServiceJournal, j)
-	if err := m.Provision(h); err != nil {
+	core.Offer[core.Journal](h, core.ServiceJournal, j)
+	if err := core.Wire(h, m); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := core.Lookup[*Manager](h, ServiceName); err != nil || got != m {
-		t.Fatalf("Provision did not offer the manager: %v", err)
+	if got, ok := core.Get(h, ServiceName); !ok || got != m {
+		t.Fatal("Provision did not offer the manager")
 	}
 
 	raw, err := call(t, m, alice, "pty.open", `{"command":"FOO=1 cat -u","cols":30,"rows":20,"settle_ms":0}`)

@@ -20,7 +20,7 @@ import (
 	"github.com/shoal-sh/shoal/providers/task"
 )
 
-// recordingCheck is a PolicyCheck that records where each source was
+// recordingCheck is a core.PolicyCheck that records where each source was
 // judged and refuses any source that mentions "forbidden".
 type recordingCheck struct {
 	mu     sync.Mutex
@@ -38,6 +38,10 @@ func (r *recordingCheck) CheckExec(_ context.Context, _ *core.Caller, _ *syntax.
 	return nil
 }
 
+func (r *recordingCheck) CheckTerminal(ctx context.Context, c *core.Caller, source, cwd string) error {
+	return r.CheckExec(ctx, c, nil, source, cwd, nil, nil)
+}
+
 func (r *recordingCheck) cwd(source string) string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -48,19 +52,19 @@ func newCheckedProvider(t *testing.T) (*Provider, *recordingCheck) {
 	t.Helper()
 	b := bus.New(bus.Options{})
 	h := &core.Host{StateDir: t.TempDir(), Bus: b}
-	h.Provide(out.ServiceTranscript, out.NewTranscript(nil, 1<<20))
-	h.Provide(task.ServiceTasks, task.NewRegistry(b))
+	core.Offer(h, out.ServiceTranscript, out.NewTranscript(nil, 1<<20))
+	core.Offer(h, task.ServiceTasks, task.NewRegistry(b))
 	rc := &recordingCheck{judged: map[string]string{}}
-	h.Provide(ServicePolicyCheck, PolicyCheck(rc))
+	core.Offer[core.PolicyCheck](h, core.ServicePolicyCheck, rc)
 	// These tests write in their temp dirs, outside the workspace (the
 	// package directory): the confinement lets them.
 	pol, err := policy.Parse("[sandbox]\nwritable = [\""+os.TempDir()+"\"]\n", "test")
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.Provide(core.ServicePolicy, pol)
+	core.Offer(h, core.ServicePolicy, pol)
 	p := New()
-	if err := p.Provision(h); err != nil {
+	if err := core.Wire(h, p); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {

@@ -85,8 +85,8 @@ var noticeOnce sync.Map
 // newConfinement builds the sandbox of a session created for dir.
 func (p *Provider) newConfinement(name, dir string) *confinement {
 	sb := policy.DefaultSandbox()
-	if pol, err := core.Lookup[*policy.Policy](p.host, core.ServicePolicy); err == nil && pol != nil {
-		sb = *pol.Sandbox()
+	if p.policy != nil {
+		sb = *p.policy.Sandbox()
 	}
 	c := &confinement{required: sb.Required()}
 	home, _ := os.UserHomeDir()
@@ -165,8 +165,8 @@ func (p *Provider) widened(s *sess, paths []string) *sandbox.Domain {
 // policy's mode, and how each live session is confined.
 func (p *Provider) SandboxStatus() map[string]any {
 	sb := policy.DefaultSandbox()
-	if pol, err := core.Lookup[*policy.Policy](p.host, core.ServicePolicy); err == nil && pol != nil {
-		sb = *pol.Sandbox()
+	if p.policy != nil {
+		sb = *p.policy.Sandbox()
 	}
 	out := map[string]any{"landlock_abi": sandbox.ABI(), "mode": sb.Mode, "os": runtime.GOOS}
 	p.mu.Lock()

@@ -25,6 +25,7 @@ import (
 
 	"github.com/shoal-sh/shoal/core"
 	"github.com/shoal-sh/shoal/core/bus"
+	"github.com/shoal-sh/shoal/core/policy"
 	"github.com/shoal-sh/shoal/core/render"
 	"github.com/shoal-sh/shoal/core/rpc"
 	"github.com/shoal-sh/shoal/core/uri"
@@ -35,26 +36,6 @@ import (
 	"github.com/shoal-sh/shoal/providers/task"
 	"mvdan.cc/sh/v3/syntax"
 )
-
-// ServiceSessions names the provider itself as a service (cwd of a
-// session, for session.attach and the PTY provider).
-const ServiceSessions = "sessions"
-
-// ServicePolicyCheck names the PolicyCheck service offered by the plan
-// provider.
-const ServicePolicyCheck = "policy-check"
-
-// PolicyCheck decides whether source may run without a plan. It returns
-// nil when the verdict is allow, and a POLICY_REFUSED error naming the
-// reasons otherwise.
-type PolicyCheck interface {
-	// CheckExec judges source, which file holds already parsed as bash
-	// (nil: the check parses it, and refuses a syntax error), as it would
-	// run in cwd with the session's variables and functions as vars and
-	// funcs give them (nil: the session's as they are now).
-	CheckExec(ctx context.Context, c *core.Caller, file *syntax.File, source, cwd string,
-		vars func(string) (string, bool), funcs func(string) (*syntax.Stmt, bool)) error
-}
 
 // Views served under shoal://session/{view}.
 var Views = []string{"cwd", "env", "reef"}
@@ -71,6 +52,14 @@ type Provider struct {
 	bus   *bus.Bus
 	trans *out.Transcript
 	tasks *task.Registry
+	// The services an execution uses, set at start-up (Needs); nil when
+	// not offered. check is the plan provider's, provisioned after this
+	// one.
+	check      core.PolicyCheck
+	journal    core.Journal
+	blobs      core.Blobs
+	policy     *policy.Policy
+	workspaces core.Workspaces
 
 	mu       sync.Mutex
 	sessions map[string]*sess
@@ -97,6 +86,9 @@ var (
 	_ core.SessionObserver = (*Provider)(nil)
 	_ core.Closer          = (*Provider)(nil)
 	_ core.Executor        = (*Provider)(nil)
+	_ core.Sessions        = (*Provider)(nil)
+	_ core.Needer          = (*Provider)(nil)
+	_ core.Offerer         = (*Provider)(nil)
 )
 
 // New returns the session provider.
@@ -108,16 +100,30 @@ func (*Provider) Family() string { return "session" }
 // Provision implements core.Provisioner.
 func (p *Provider) Provision(h *core.Host) error {
 	p.host, p.bus = h, h.Bus
-	var err error
-	if p.trans, err = core.Lookup[*out.Transcript](h, out.ServiceTranscript); err != nil {
-		return err
-	}
-	if p.tasks, err = core.Lookup[*task.Registry](h, task.ServiceTasks); err != nil {
-		return err
-	}
-	h.Provide(core.ServiceExecutor, core.Executor(p))
-	h.Provide(ServiceSessions, p)
+	core.Offer[core.Executor](h, core.ServiceExecutor, p)
+	core.Offer[core.Sessions](h, core.ServiceSessions, p)
 	return nil
+}
+
+// Needs implements core.Needer. Executions are recorded in the transcript
+// and run in the background as tasks; without a policy check they are
+// not judged, without a journal not journaled, and without a content
+// store large values stay in memory.
+func (p *Provider) Needs() []core.Dependency {
+	return []core.Dependency{
+		core.Need(out.ServiceTranscript, &p.trans),
+		core.Need(task.ServiceTasks, &p.tasks),
+		core.Optional(core.ServicePolicyCheck, &p.check),
+		core.Optional(core.ServiceJournal, &p.journal),
+		core.Optional(core.ServiceBlobs, &p.blobs),
+		core.Optional(core.ServicePolicy, &p.policy),
+		core.Optional(core.ServiceWorkspaces, &p.workspaces),
+	}
+}
+
+// Offers implements core.Offerer.
+func (p *Provider) Offers() []core.AnyKey {
+	return []core.AnyKey{core.ServiceExecutor, core.ServiceSessions}
 }
 
 // Templates implements core.Provider.
@@ -172,8 +178,8 @@ func (p *Provider) session(name string) (*sess, error) {
 // workspace is the directory a new session starts in: the one the kernel
 // recorded for it at session.attach, else the kernel's own.
 func (p *Provider) workspace(session string) string {
-	if w, err := core.Lookup[core.Workspaces](p.host, core.ServiceWorkspaces); err == nil {
-		if dir := w.Workspace(session); dir != "" {
+	if p.workspaces != nil {
+		if dir := p.workspaces.Workspace(session); dir != "" {
 			return dir
 		}
 	}
@@ -209,11 +215,10 @@ func (p *Provider) storedValue(session, ref string) (value.Value, error) {
 		return v, err
 	}
 	hash = strings.TrimPrefix(hash, "blake3:")
-	blobs, err := core.Lookup[core.Blobs](p.host, core.ServiceBlobs)
-	if err != nil {
+	if p.blobs == nil {
 		return nil, rpc.Errorf(rpc.NotFound, "this kernel has no content store; %s cannot be read", ref)
 	}
-	data, err := blobs.Get(hash)
+	data, err := p.blobs.Get(hash)
 	if err != nil {
 		return nil, err
 	}
@@ -395,7 +400,7 @@ func (p *Provider) exec(ctx context.Context, c *core.Caller, req core.ExecReques
 		defer wide.Close()
 	}
 	if !req.SkipPolicy {
-		if pc, err := core.Lookup[PolicyCheck](p.host, ServicePolicyCheck); err == nil {
+		if pc := p.check; pc != nil {
 			if file == nil {
 				// A run would stop at the syntax error; the check refuses
 				// it with the parser's message, whatever the state.
@@ -695,7 +700,7 @@ func (p *Provider) finish(ctx context.Context, c *core.Caller, s *sess, req core
 	} else {
 		flushed <- nil
 	}
-	if j, err := core.Lookup[core.Journal](p.host, core.ServiceJournal); err == nil {
+	if j := p.journal; j != nil {
 		// The row is written even if the caller went away meanwhile: the
 		// execution happened.
 		if _, err := j.Append(context.WithoutCancel(ctx), row); err != nil {
@@ -719,11 +724,7 @@ const MarkRedacted = "redacted"
 // journalWritable refuses an execution before it runs when the journal
 // could not record it.
 func (p *Provider) journalWritable() error {
-	j, err := core.Lookup[core.Journal](p.host, core.ServiceJournal)
-	if err != nil {
-		return nil
-	}
-	if g, ok := j.(core.JournalGate); ok {
+	if g, ok := p.journal.(core.JournalGate); ok {
 		return g.Writable()
 	}
 	return nil
@@ -739,11 +740,10 @@ type built struct {
 // flushBlob makes a spilled value's blob durable: content-store puts
 // become durable in the background, and the reply hands out the ref.
 func (p *Provider) flushBlob(valRef string) error {
-	blobs, err := core.Lookup[core.Blobs](p.host, core.ServiceBlobs)
-	if err != nil {
+	if p.blobs == nil {
 		return nil
 	}
-	return blobs.FlushBlob(strings.TrimPrefix(valRef, "val:blake3:"))
+	return p.blobs.FlushBlob(strings.TrimPrefix(valRef, "val:blake3:"))
 }
 
 // preview is the bounded preview of a value. A value marked as coming

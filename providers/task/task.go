@@ -21,10 +21,11 @@ import (
 	"github.com/shoal-sh/shoal/core/rpc"
 	"github.com/shoal-sh/shoal/core/uri"
 	"github.com/shoal-sh/shoal/providers/journal"
+	"github.com/shoal-sh/shoal/providers/out"
 )
 
-// ServiceTasks names the *Registry service.
-const ServiceTasks = "tasks"
+// ServiceTasks is the task registry, offered by this provider.
+var ServiceTasks = core.NewKey[*Registry]("tasks")
 
 // States of a task.
 const (
@@ -401,13 +402,12 @@ type ValueSource interface {
 	Content(session, ref string) (*core.Content, error)
 }
 
-// ServiceTranscript is the service name under which a ValueSource is found.
-const ServiceTranscript = "transcript"
-
 // Provider serves the task family and the task.* methods.
 type Provider struct {
 	R      *Registry
 	values ValueSource
+	// transcript is the transcript service, set at start-up.
+	transcript *out.Transcript
 }
 
 var (
@@ -416,6 +416,9 @@ var (
 	_ core.Subscribable   = (*Provider)(nil)
 	_ core.MethodProvider = (*Provider)(nil)
 	_ core.Closer         = (*Provider)(nil)
+	_ core.Needer         = (*Provider)(nil)
+	_ core.Offerer        = (*Provider)(nil)
+	_ core.Starter        = (*Provider)(nil)
 )
 
 // New returns the task provider.
@@ -427,9 +430,23 @@ func (*Provider) Family() string { return "task" }
 // Provision implements core.Provisioner: it offers the registry service.
 func (p *Provider) Provision(h *core.Host) error {
 	p.R = NewRegistry(h.Bus)
-	h.Provide(ServiceTasks, p.R)
-	if vs, err := core.Lookup[ValueSource](h, ServiceTranscript); err == nil {
-		p.values = vs
+	core.Offer(h, ServiceTasks, p.R)
+	return nil
+}
+
+// Offers implements core.Offerer.
+func (p *Provider) Offers() []core.AnyKey { return []core.AnyKey{ServiceTasks} }
+
+// Needs implements core.Needer: with the transcript, a task's result ref
+// reads as its value.
+func (p *Provider) Needs() []core.Dependency {
+	return []core.Dependency{core.Optional(out.ServiceTranscript, &p.transcript)}
+}
+
+// Start implements core.Starter.
+func (p *Provider) Start() error {
+	if p.transcript != nil {
+		p.values = p.transcript
 	}
 	return nil
 }

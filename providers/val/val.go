@@ -54,7 +54,7 @@ type BlobReferrer interface {
 
 // Provider is the val family.
 type Provider struct {
-	host    *core.Host
+	journal core.Journal // set at start-up (Needs)
 	store   *cas.Store
 	parts   *spill.Reader
 	uploads uploads
@@ -76,6 +76,7 @@ var (
 	_ core.MethodProvider = (*Provider)(nil)
 	_ core.Closer         = (*Provider)(nil)
 	_ core.PartReader     = (*Provider)(nil)
+	_ core.Starter        = (*Provider)(nil)
 	_ core.Blobs          = (*cas.Store)(nil)
 )
 
@@ -86,7 +87,6 @@ func (p *Provider) Provision(h *core.Host) error {
 	if err != nil {
 		return fmt.Errorf("val: %w", err)
 	}
-	p.host = h
 	p.store = store
 	p.log = h.Log
 	if p.log == nil {
@@ -96,17 +96,34 @@ func (p *Provider) Provision(h *core.Host) error {
 	if h.Config != nil && h.Config.RawCeiling > 0 {
 		p.ceiling = h.Config.RawCeiling
 	}
-	h.Provide(core.ServiceBlobs, store)
+	core.Offer[core.Blobs](h, core.ServiceBlobs, store)
 	cache := int64(core.DefaultValueCache)
 	if h.Config != nil && h.Config.ValueCache > 0 {
 		cache = h.Config.ValueCache
 	}
 	p.parts = spill.NewReader(store, cache)
-	h.Provide(spill.Service, p.parts)
+	core.Offer(h, spill.Service, p.parts)
 	if p.side, err = openSide(store, h.StateDir); err != nil {
 		p.log.Warn("blob side channel off; blob.put and blob.get go in chunks", "err", err)
 		p.side = nil
 	}
+	return nil
+}
+
+// Offers implements core.Offerer.
+func (p *Provider) Offers() []core.AnyKey {
+	return []core.AnyKey{core.ServiceBlobs, spill.Service}
+}
+
+// Needs implements core.Needer: the collector keeps the blobs journal
+// rows reference.
+func (p *Provider) Needs() []core.Dependency {
+	return []core.Dependency{core.Optional(core.ServiceJournal, &p.journal)}
+}
+
+// Start implements core.Starter: it starts the collector, once the
+// journal (provisioned after this provider) is set.
+func (p *Provider) Start() error {
 	p.stop = make(chan struct{})
 	p.done = make(chan struct{})
 	go p.collectLoop()
@@ -161,11 +178,11 @@ func (p *Provider) collectLoop() {
 // transcripts), and every blob younger than [GCMinAge].
 func (p *Provider) Collect() (cas.GCStats, error) {
 	var extra []cas.Roots
-	if svc, err := core.Lookup[any](p.host, core.ServiceJournal); err == nil {
-		ref, ok := svc.(BlobReferrer)
+	if p.journal != nil {
+		ref, ok := p.journal.(BlobReferrer)
 		if !ok {
 			// A journal we cannot ask might reference anything.
-			return cas.GCStats{}, fmt.Errorf("the journal service (%T) cannot list its blob references", svc)
+			return cas.GCStats{}, fmt.Errorf("the journal service (%T) cannot list its blob references", p.journal)
 		}
 		extra = append(extra, ref.BlobRefs)
 	}

@@ -19,9 +19,19 @@ import (
 
 func provision(t *testing.T, cfg *core.Config) (*Provider, *core.Host) {
 	t.Helper()
+	return provisionWith(t, cfg, nil)
+}
+
+// provisionWith starts the provider with j as the journal service (none
+// when nil).
+func provisionWith(t *testing.T, cfg *core.Config, j core.Journal) (*Provider, *core.Host) {
+	t.Helper()
 	h := &core.Host{StateDir: t.TempDir(), Config: cfg}
+	if j != nil {
+		core.Offer(h, core.ServiceJournal, j)
+	}
 	p := New()
-	if err := p.Provision(h); err != nil {
+	if err := core.Wire(h, p); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.Close() })
@@ -39,9 +49,9 @@ func call(t *testing.T, p *Provider, method string, params any) (any, error) {
 
 func TestProvisionOffersBlobs(t *testing.T) {
 	p, h := provision(t, nil)
-	blobs, err := core.Lookup[core.Blobs](h, core.ServiceBlobs)
-	if err != nil {
-		t.Fatal(err)
+	blobs, ok := core.Get(h, core.ServiceBlobs)
+	if !ok {
+		t.Fatal("no blobs service")
 	}
 	hash, err := blobs.Put([]byte("offered"))
 	if err != nil || !p.Store().Has(hash) {
@@ -239,13 +249,14 @@ func agedBlobs(t *testing.T, s *cas.Store, names ...string) []string {
 }
 
 func TestCollectKeepsJournalAndTranscriptRefs(t *testing.T) {
-	p, h := provision(t, nil)
+	j := &fakeJournal{}
+	p, _ := provisionWith(t, nil, j)
 	hs := agedBlobs(t, p.Store(), "journaled", "in transcript", "orphan")
 	young, _ := p.Store().Put([]byte("young orphan"))
 	if err := p.Store().Flush(); err != nil { // a pending blob is not scanned
 		t.Fatal(err)
 	}
-	h.Provide(core.ServiceJournal, &fakeJournal{refs: []string{hs[0]}})
+	j.refs = []string{hs[0]}
 	p.Store().AddRoots("out", func(yield func(string)) error { yield(hs[1]); return nil })
 
 	st, err := p.Collect()
@@ -268,9 +279,8 @@ func TestCollectRefusesWithoutJournalRefs(t *testing.T) {
 		"journal cannot list": opaqueJournal{},
 	} {
 		t.Run(name, func(t *testing.T) {
-			p, h := provision(t, nil)
+			p, _ := provisionWith(t, nil, j)
 			hs := agedBlobs(t, p.Store(), "orphan")
-			h.Provide(core.ServiceJournal, j)
 			if _, err := p.Collect(); err == nil {
 				t.Fatal("collection ran without the journal's references")
 			}

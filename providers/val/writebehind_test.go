@@ -77,8 +77,7 @@ func TestBlobPutNeverAnswersALostBlob(t *testing.T) {
 // and collections, all at once. Every answered ref is readable at once
 // and, after the provider closes, in its place on disk.
 func TestConcurrentUploadsReadsAndCollections(t *testing.T) {
-	p, h := provision(t, nil)
-	h.Provide(core.ServiceJournal, &fakeJournal{})
+	p, _ := provisionWith(t, nil, &fakeJournal{})
 	var (
 		wg       sync.WaitGroup
 		answered sync.Map // hash → text

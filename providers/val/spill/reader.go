@@ -8,13 +8,14 @@ import (
 
 	"github.com/zeebo/blake3"
 
+	"github.com/shoal-sh/shoal/core"
 	"github.com/shoal-sh/shoal/core/rpc"
 	"github.com/shoal-sh/shoal/core/value"
 	"github.com/shoal-sh/shoal/providers/val/cas"
 )
 
-// Service names the *Reader the val provider offers to the others.
-const Service = "value-parts"
+// Service is the *Reader the val provider offers to the others.
+var Service = core.NewKey[*Reader]("value-parts")
 
 // DefaultCache is the default bound of a Reader's decoded parts and
 // indexes (config value_cache).
