@@ -118,8 +118,8 @@ func TestRefusals(t *testing.T) {
 	if !errors.As(err, &re) || re.Code != rpc.BadURI || !strings.Contains(re.Message, "shoal://task/{id}") {
 		t.Errorf("read of shoal://jobs/3: %v, want BAD_URI pointing at shoal://task/{id}", err)
 	}
-	if err := New().Provision(&core.Host{}); err == nil {
-		t.Error("Provision without the task registry succeeded")
+	if err := core.Wire(&core.Host{}, New()); err == nil || !strings.Contains(err.Error(), `service "tasks" (*task.Registry), needed by jobs, is offered by no provider`) {
+		t.Errorf("start without the task registry: %v", err)
 	}
 }
 
