@@ -59,8 +59,11 @@ type MethodProvider interface {
 	Methods() map[string]Method
 }
 
-// Provisioner is implemented by providers that need host services. The
-// kernel calls Provision once, in registration order, before serving.
+// Provisioner is implemented by providers with something to open at
+// start (state files, the bus) or services to [Offer]. The kernel calls
+// Provision once, in registration order, before serving; the services a
+// provider needs (see [Needer]) are set by then when their offerers come
+// earlier in that order.
 type Provisioner interface {
 	Provision(h *Host) error
 }

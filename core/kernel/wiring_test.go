@@ -6,6 +6,7 @@ import (
 
 	"github.com/shoal-sh/shoal/core"
 	"github.com/shoal-sh/shoal/core/kernel"
+	"github.com/shoal-sh/shoal/core/policy"
 )
 
 // needy needs the journal, which no provider of its kernel offers.
@@ -17,6 +18,17 @@ type needy struct {
 func (*needy) Family() string { return "needy" }
 func (n *needy) Needs() []core.Dependency {
 	return []core.Dependency{core.Need(core.ServiceJournal, &n.journal)}
+}
+
+// policyUser uses the policy.
+type policyUser struct {
+	tableProvider
+	policy *policy.Policy
+}
+
+func (*policyUser) Family() string { return "user" }
+func (u *policyUser) Needs() []core.Dependency {
+	return []core.Dependency{core.Optional(core.ServicePolicy, &u.policy)}
 }
 
 // policyOfferer offers the policy, which the kernel offers itself.
@@ -37,8 +49,8 @@ func TestStartRefusesBadWiring(t *testing.T) {
 	}{
 		{"missing", []core.Provider{tableProvider{}, &needy{}},
 			`wire services: service "journal" (core.Journal), needed by needy, is offered by no provider`},
-		{"duplicate", []core.Provider{policyOfferer{}},
-			`wire services: service "policy" (*policy.Policy) is offered by kernel and rogue: exactly one provider may offer it`},
+		{"duplicate", []core.Provider{&policyUser{}, policyOfferer{}},
+			`wire services: service "policy" (*policy.Policy) is offered by kernel and rogue: exactly one provider may offer it (needed by user)`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			k, err := kernel.New(kernel.Options{StateDir: shortDir(t)}, tc.ps...)

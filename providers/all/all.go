@@ -17,8 +17,10 @@ import (
 	"github.com/shoal-sh/shoal/providers/val"
 )
 
-// Providers returns fresh built-in providers in provisioning order: each
-// provider's services are offered before the providers that need them.
+// Providers returns fresh built-in providers in provisioning order: a
+// provider whose Provision uses a service comes after the one offering
+// it (the kernel sets the others' needs after every Provision, and checks
+// the whole wiring before the first).
 func Providers() []core.Provider {
 	sessions := session.New()
 	terminals := pty.New()
