@@ -41,12 +41,16 @@ type Dependency struct {
 	key      AnyKey
 	optional bool
 	set      func(svc any)
+	// done is set once the need is: Resolve does not write it again,
+	// so a goroutine started in Provision may read it.
+	done *bool
 }
 
 // Need declares that the service k names is required: the kernel refuses
 // to start without it, and sets *into to it at start-up.
 func Need[T any](k Key[T], into *T) Dependency {
-	return Dependency{key: k, set: func(svc any) { *into = svc.(T) }}
+	done := new(bool)
+	return Dependency{key: k, done: done, set: func(svc any) { *into, *done = svc.(T), true }}
 }
 
 // Optional declares that the service k names is used when offered: *into
@@ -181,6 +185,7 @@ func Resolve(h *Host, parties []Party) error {
 		for _, d := range p.Needs {
 			svc, ok := h.get(d.key.Name())
 			switch {
+			case *d.done:
 			case ok:
 				d.set(svc)
 			case !d.optional:
