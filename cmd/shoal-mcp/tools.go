@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -30,7 +31,7 @@ type toolDef struct {
 	input, output     string
 	readOnly          bool
 	destructive       bool
-	handler           server.ToolHandlerFunc
+	handler           toolHandler
 }
 
 func (f *Facade) addTools() {
@@ -43,7 +44,7 @@ func (f *Facade) addTools() {
 			IdempotentHint:  mcp.ToBoolPtr(t.readOnly),
 			OpenWorldHint:   mcp.ToBoolPtr(!t.readOnly),
 		}
-		f.mcp.AddTool(tool, validated(t.name, t.input, t.handler))
+		f.mcp.AddTool(tool, validated(t.name, t.input, t.handler.fn))
 	}
 }
 
@@ -121,7 +122,7 @@ Sources the policy marks ask or deny (recursive deletes, installs, sudo, …) ar
 }`,
 			output:      execOutput,
 			destructive: true,
-			handler:     f.toolExec,
+			handler:     tool(f.toolExec),
 		},
 		{
 			name: "shoal_get",
@@ -158,7 +159,7 @@ Big values come back elided with a note saying what was cut. Drill down instead 
   "required": ["uri", "value"]
 }`,
 			readOnly: true,
-			handler:  f.toolGet,
+			handler:  tool(f.toolGet),
 		},
 		{
 			name:        "shoal_plan",
@@ -185,7 +186,7 @@ Big values come back elided with a note saying what was cut. Drill down instead 
   "required": ["ref", "effects", "reversible", "verdict", "approval"]
 }`,
 			readOnly: true,
-			handler:  f.toolPlan,
+			handler:  tool(f.toolPlan),
 		},
 		{
 			name:        "shoal_apply",
@@ -200,7 +201,7 @@ Big values come back elided with a note saying what was cut. Drill down instead 
 }`,
 			output:      execOutput,
 			destructive: true,
-			handler:     f.toolApply,
+			handler:     tool(f.toolApply),
 		},
 	}
 }
@@ -223,7 +224,7 @@ func (f *Facade) ptyToolDefs() []toolDef {
 }`,
 			output:      screenOutput,
 			destructive: true,
-			handler:     f.toolPTYOpen,
+			handler:     tool(f.toolPTYOpen),
 		},
 		{
 			name:        "shoal_pty_write",
@@ -240,7 +241,7 @@ func (f *Facade) ptyToolDefs() []toolDef {
 }`,
 			output:      screenOutput,
 			destructive: true,
-			handler:     f.toolPTYWrite,
+			handler:     tool(f.toolPTYWrite),
 		},
 		{
 			name:        "shoal_pty_read",
@@ -253,7 +254,7 @@ func (f *Facade) ptyToolDefs() []toolDef {
 }`,
 			output:   screenOutput,
 			readOnly: true,
-			handler:  f.toolPTYRead,
+			handler:  tool(f.toolPTYRead),
 		},
 		{
 			name:        "shoal_pty_list",
@@ -265,7 +266,7 @@ func (f *Facade) ptyToolDefs() []toolDef {
   "required": ["ptys"]
 }`,
 			readOnly: true,
-			handler:  f.toolPTYList,
+			handler:  tool(f.toolPTYList),
 		},
 		{
 			name:        "shoal_pty_close",
@@ -286,7 +287,7 @@ func (f *Facade) ptyToolDefs() []toolDef {
   "required": ["pty"]
 }`,
 			destructive: true,
-			handler:     f.toolPTYClose,
+			handler:     tool(f.toolPTYClose),
 		},
 	}
 }
@@ -317,7 +318,7 @@ func (f *Facade) taskToolDefs() []toolDef {
   "required": ["task", "state"]
 }`,
 			destructive: true,
-			handler:     f.toolCancel,
+			handler:     tool(f.toolCancel),
 		},
 		{
 			name:        "shoal_wait",
@@ -344,7 +345,7 @@ func (f *Facade) taskToolDefs() []toolDef {
   "required": ["target", "satisfied", "timed_out"]
 }`,
 			readOnly: true,
-			handler:  f.toolWait,
+			handler:  tool(f.toolWait),
 		},
 	}
 }
@@ -421,23 +422,40 @@ func (f *Facade) callObject(ctx context.Context, method string, params any) (map
 	return m, raw, err
 }
 
-func bind(req mcp.CallToolRequest, v any) *mcp.CallToolResult {
-	if err := req.BindArguments(v); err != nil {
-		return mcp.NewToolResultError(fmt.Sprintf("bad arguments for %s: %v; see the tool's input schema", req.Params.Name, err))
-	}
-	return nil
+// toolHandler is a tool's handler and the type of its arguments.
+type toolHandler struct {
+	fn   server.ToolHandlerFunc
+	args reflect.Type
 }
 
-func (f *Facade) toolExec(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	var a struct {
-		Source     string `json:"source"`
-		TimeoutMS  *int64 `json:"timeout_ms"`
-		Background bool   `json:"background"`
-		Typed      bool   `json:"typed"`
+// tool adapts a handler of typed arguments, in the style of go-sdk's
+// AddTool[In, Out]: the arguments are decoded into In by the kernel's
+// params decoder (unknown members and wrong types refused by name), and
+// In is checked against the tool's input schema by a test.
+func tool[In any](h func(context.Context, mcp.CallToolRequest, In) (*mcp.CallToolResult, error)) toolHandler {
+	fn := func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		var in In
+		raw, err := json.Marshal(req.Params.Arguments)
+		if err == nil {
+			err = rpc.DecodeParams(raw, &in)
+		}
+		if err != nil {
+			return mcp.NewToolResultError(fmt.Sprintf("bad arguments for %s: %v; see the tool's input schema", req.Params.Name, err)), nil
+		}
+		return h(ctx, req, in)
 	}
-	if r := bind(req, &a); r != nil {
-		return r, nil
-	}
+	return toolHandler{fn: fn, args: reflect.TypeFor[In]()}
+}
+
+// execArgs are shoal_exec's arguments (its input schema's properties).
+type execArgs struct {
+	Source     string `json:"source"`
+	TimeoutMS  *int64 `json:"timeout_ms"`
+	Background bool   `json:"background"`
+	Typed      bool   `json:"typed"`
+}
+
+func (f *Facade) toolExec(ctx context.Context, req mcp.CallToolRequest, a execArgs) (*mcp.CallToolResult, error) {
 	timeout := defaultExecTimeout.Milliseconds()
 	if a.TimeoutMS != nil {
 		timeout = *a.TimeoutMS
@@ -452,13 +470,12 @@ func (f *Facade) toolExec(ctx context.Context, req mcp.CallToolRequest) (*mcp.Ca
 	return f.execLike(ctx, "exec", params, a.Typed)
 }
 
-func (f *Facade) toolApply(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	var a struct {
-		Plan string `json:"plan"`
-	}
-	if r := bind(req, &a); r != nil {
-		return r, nil
-	}
+// applyArgs are shoal_apply's arguments (its input schema's properties).
+type applyArgs struct {
+	Plan string `json:"plan"`
+}
+
+func (f *Facade) toolApply(ctx context.Context, req mcp.CallToolRequest, a applyArgs) (*mcp.CallToolResult, error) {
 	// A plan waiting for approval: the person at the host may decide it
 	// there, when the client can show a form (elicit.go).
 	var note string
@@ -673,19 +690,18 @@ func stringList(v any) []string {
 	return out
 }
 
-func (f *Facade) toolGet(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	var a struct {
-		Target  string          `json:"target"`
-		Path    *string         `json:"path"`
-		Slice   *string         `json:"slice"`
-		Grep    *string         `json:"grep"`
-		Context *int            `json:"context"`
-		Elide   json.RawMessage `json:"elide"`
-		Typed   bool            `json:"typed"`
-	}
-	if r := bind(req, &a); r != nil {
-		return r, nil
-	}
+// getArgs are shoal_get's arguments (its input schema's properties).
+type getArgs struct {
+	Target  string          `json:"target"`
+	Path    *string         `json:"path"`
+	Slice   *string         `json:"slice"`
+	Grep    *string         `json:"grep"`
+	Context *int            `json:"context"`
+	Elide   json.RawMessage `json:"elide"`
+	Typed   bool            `json:"typed"`
+}
+
+func (f *Facade) toolGet(ctx context.Context, req mcp.CallToolRequest, a getArgs) (*mcp.CallToolResult, error) {
 	p := map[string]any{"target": a.Target}
 	if a.Grep != nil {
 		p["grep"] = *a.Grep
@@ -815,13 +831,12 @@ func targetRef(target, ref string) string {
 	return target
 }
 
-func (f *Facade) toolPlan(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	var a struct {
-		Source string `json:"source"`
-	}
-	if r := bind(req, &a); r != nil {
-		return r, nil
-	}
+// planArgs are shoal_plan's arguments (its input schema's properties).
+type planArgs struct {
+	Source string `json:"source"`
+}
+
+func (f *Facade) toolPlan(ctx context.Context, req mcp.CallToolRequest, a planArgs) (*mcp.CallToolResult, error) {
 	m, raw, err := f.callObject(ctx, "plan.create", map[string]any{"source": a.Source})
 	if err != nil {
 		return toolFailure(err), nil
@@ -853,37 +868,34 @@ func (f *Facade) toolPlan(ctx context.Context, req mcp.CallToolRequest) (*mcp.Ca
 	return modelResult(b.String(), o), nil
 }
 
-func (f *Facade) toolPTYOpen(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	var a struct {
-		Command string `json:"command"`
-		Cols    int    `json:"cols,omitempty"`
-		Rows    int    `json:"rows,omitempty"`
-	}
-	if r := bind(req, &a); r != nil {
-		return r, nil
-	}
+// ptyOpenArgs are shoal_pty_open's arguments (its input schema's properties).
+type ptyOpenArgs struct {
+	Command string `json:"command"`
+	Cols    int    `json:"cols,omitempty"`
+	Rows    int    `json:"rows,omitempty"`
+}
+
+func (f *Facade) toolPTYOpen(ctx context.Context, req mcp.CallToolRequest, a ptyOpenArgs) (*mcp.CallToolResult, error) {
 	return f.screenCall(ctx, "pty.open", a)
 }
 
-func (f *Facade) toolPTYWrite(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	var a struct {
-		PTY   string   `json:"pty"`
-		Input string   `json:"input"`
-		Keys  []string `json:"keys,omitempty"`
-	}
-	if r := bind(req, &a); r != nil {
-		return r, nil
-	}
+// ptyWriteArgs are shoal_pty_write's arguments (its input schema's properties).
+type ptyWriteArgs struct {
+	PTY   string   `json:"pty"`
+	Input string   `json:"input"`
+	Keys  []string `json:"keys,omitempty"`
+}
+
+func (f *Facade) toolPTYWrite(ctx context.Context, req mcp.CallToolRequest, a ptyWriteArgs) (*mcp.CallToolResult, error) {
 	return f.screenCall(ctx, "pty.write", a)
 }
 
-func (f *Facade) toolPTYRead(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	var a struct {
-		PTY string `json:"pty"`
-	}
-	if r := bind(req, &a); r != nil {
-		return r, nil
-	}
+// ptyReadArgs are shoal_pty_read's arguments (its input schema's properties).
+type ptyReadArgs struct {
+	PTY string `json:"pty"`
+}
+
+func (f *Facade) toolPTYRead(ctx context.Context, req mcp.CallToolRequest, a ptyReadArgs) (*mcp.CallToolResult, error) {
 	return f.screenCall(ctx, "pty.read", a)
 }
 
@@ -954,7 +966,7 @@ func screenText(m map[string]any) string {
 	return b.String()
 }
 
-func (f *Facade) toolPTYList(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+func (f *Facade) toolPTYList(ctx context.Context, _ mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, error) {
 	m, _, err := f.callObject(ctx, "pty.list", struct{}{})
 	if err != nil {
 		return toolFailure(err), nil
@@ -981,13 +993,12 @@ func (f *Facade) toolPTYList(ctx context.Context, req mcp.CallToolRequest) (*mcp
 	return result(b.String(), m), nil
 }
 
-func (f *Facade) toolPTYClose(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	var a struct {
-		PTY string `json:"pty"`
-	}
-	if r := bind(req, &a); r != nil {
-		return r, nil
-	}
+// ptyCloseArgs are shoal_pty_close's arguments (its input schema's properties).
+type ptyCloseArgs struct {
+	PTY string `json:"pty"`
+}
+
+func (f *Facade) toolPTYClose(ctx context.Context, req mcp.CallToolRequest, a ptyCloseArgs) (*mcp.CallToolResult, error) {
 	m, _, err := f.callObject(ctx, "pty.close", a)
 	if err != nil {
 		return toolFailure(err), nil
@@ -999,13 +1010,12 @@ func (f *Facade) toolPTYClose(ctx context.Context, req mcp.CallToolRequest) (*mc
 	return result(text, m), nil
 }
 
-func (f *Facade) toolCancel(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	var a struct {
-		Target string `json:"target"`
-	}
-	if r := bind(req, &a); r != nil {
-		return r, nil
-	}
+// cancelArgs are shoal_cancel's arguments (its input schema's properties).
+type cancelArgs struct {
+	Target string `json:"target"`
+}
+
+func (f *Facade) toolCancel(ctx context.Context, req mcp.CallToolRequest, a cancelArgs) (*mcp.CallToolResult, error) {
 	m, _, err := f.callObject(ctx, "task.cancel", map[string]any{"task": a.Target})
 	if err != nil {
 		return toolFailure(err), nil
@@ -1027,16 +1037,15 @@ func (f *Facade) toolCancel(ctx context.Context, req mcp.CallToolRequest) (*mcp.
 	return modelResult(text, o), nil
 }
 
-func (f *Facade) toolWait(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	var a struct {
-		Target    string  `json:"target"`
-		Until     *uint64 `json:"until,omitempty"`
-		Pattern   string  `json:"pattern,omitempty"`
-		TimeoutMS int64   `json:"timeout_ms"`
-	}
-	if r := bind(req, &a); r != nil {
-		return r, nil
-	}
+// waitArgs are shoal_wait's arguments (its input schema's properties).
+type waitArgs struct {
+	Target    string  `json:"target"`
+	Until     *uint64 `json:"until,omitempty"`
+	Pattern   string  `json:"pattern,omitempty"`
+	TimeoutMS int64   `json:"timeout_ms"`
+}
+
+func (f *Facade) toolWait(ctx context.Context, req mcp.CallToolRequest, a waitArgs) (*mcp.CallToolResult, error) {
 	m, raw, err := f.callObject(ctx, "wait", a)
 	if err != nil {
 		return toolFailure(err), nil

@@ -5,7 +5,6 @@
 package kernel
 
 import (
-	"bytes"
 	"context"
 	"crypto/subtle"
 	"encoding/json"
@@ -615,7 +614,7 @@ const agentPrincipal = "agent:"
 
 func (k *Kernel) attach(c *conn, raw json.RawMessage) (any, error) {
 	var p attachParams
-	if err := decodeParams(raw, &p); err != nil {
+	if err := rpc.DecodeParams(raw, &p); err != nil {
 		return nil, err
 	}
 	c.mu.Lock()
@@ -752,22 +751,6 @@ func defaultWorkspace() string {
 	}
 	return wd
 }
-
-func decodeParams(raw json.RawMessage, v any) error {
-	if len(raw) == 0 || string(raw) == "null" {
-		return nil
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return rpc.Errorf(rpc.InvalidParams, "bad params: %v", err)
-	}
-	return nil
-}
-
-// DecodeParams decodes method params strictly (unknown fields refused) and
-// reports problems as INVALID_PARAMS. Providers use it for their methods.
-func DecodeParams(raw json.RawMessage, v any) error { return decodeParams(raw, v) }
 
 // ParseTarget is uri.ParseTarget, re-exported for method handlers.
 var ParseTarget = uri.ParseTarget

@@ -47,7 +47,7 @@ type readParams struct {
 
 func (k *Kernel) eventsRead(_ context.Context, _ *conn, caller *core.Caller, raw json.RawMessage) (any, error) {
 	var p readParams
-	if err := decodeParams(raw, &p); err != nil {
+	if err := rpc.DecodeParams(raw, &p); err != nil {
 		return nil, err
 	}
 	if p.Channel == "" {
@@ -69,7 +69,7 @@ type publishParams struct {
 
 func (k *Kernel) eventsPublish(_ context.Context, _ *conn, _ *core.Caller, raw json.RawMessage) (any, error) {
 	var p publishParams
-	if err := decodeParams(raw, &p); err != nil {
+	if err := rpc.DecodeParams(raw, &p); err != nil {
 		return nil, err
 	}
 	ev, err := k.bus.PublishClient(p.Channel, p.Payload)
@@ -94,7 +94,7 @@ type subscribeParams struct {
 // channelParam decodes {channel} or {uri} params into a channel name.
 func (k *Kernel) channelParam(raw json.RawMessage) (string, error) {
 	var p subscribeParams
-	if err := decodeParams(raw, &p); err != nil {
+	if err := rpc.DecodeParams(raw, &p); err != nil {
 		return "", err
 	}
 	return k.channelOf(p)
@@ -172,7 +172,10 @@ func (k *Kernel) eventsUnsubscribe(_ context.Context, c *conn, _ *core.Caller, r
 	return map[string]any{"channel": ch, "unsubscribed": ok}, nil
 }
 
-func (k *Kernel) resourcesList(ctx context.Context, _ *conn, caller *core.Caller, _ json.RawMessage) (any, error) {
+func (k *Kernel) resourcesList(ctx context.Context, _ *conn, caller *core.Caller, raw json.RawMessage) (any, error) {
+	if err := rpc.NoParams(raw); err != nil {
+		return nil, err
+	}
 	res, err := k.router.List(ctx, caller)
 	out := map[string]any{"resources": res}
 	if res == nil {
@@ -185,7 +188,10 @@ func (k *Kernel) resourcesList(ctx context.Context, _ *conn, caller *core.Caller
 	return out, nil
 }
 
-func (k *Kernel) resourcesTemplates(context.Context, *conn, *core.Caller, json.RawMessage) (any, error) {
+func (k *Kernel) resourcesTemplates(_ context.Context, _ *conn, _ *core.Caller, raw json.RawMessage) (any, error) {
+	if err := rpc.NoParams(raw); err != nil {
+		return nil, err
+	}
 	t := k.router.Templates()
 	if t == nil {
 		t = []core.Template{}
@@ -229,7 +235,7 @@ func (k *Kernel) read(ctx context.Context, caller *core.Caller, p resourceReadPa
 
 func (k *Kernel) resourcesRead(ctx context.Context, _ *conn, caller *core.Caller, raw json.RawMessage) (any, error) {
 	var p resourceReadParams
-	if err := decodeParams(raw, &p); err != nil {
+	if err := rpc.DecodeParams(raw, &p); err != nil {
 		return nil, err
 	}
 	return k.read(ctx, caller, p)
@@ -237,7 +243,7 @@ func (k *Kernel) resourcesRead(ctx context.Context, _ *conn, caller *core.Caller
 
 func (k *Kernel) valueGet(ctx context.Context, _ *conn, caller *core.Caller, raw json.RawMessage) (any, error) {
 	var p resourceReadParams
-	if err := decodeParams(raw, &p); err != nil {
+	if err := rpc.DecodeParams(raw, &p); err != nil {
 		return nil, err
 	}
 	return k.read(ctx, caller, p)
@@ -247,7 +253,7 @@ func (k *Kernel) sessionView(ctx context.Context, _ *conn, caller *core.Caller, 
 	var p struct {
 		View string `json:"view"`
 	}
-	if err := decodeParams(raw, &p); err != nil {
+	if err := rpc.DecodeParams(raw, &p); err != nil {
 		return nil, err
 	}
 	if p.View == "" {
@@ -271,7 +277,7 @@ func (k *Kernel) sessionClose(_ context.Context, _ *conn, caller *core.Caller, r
 	var p struct {
 		Session string `json:"session"`
 	}
-	if err := decodeParams(raw, &p); err != nil {
+	if err := rpc.DecodeParams(raw, &p); err != nil {
 		return nil, err
 	}
 	name := p.Session
@@ -298,7 +304,10 @@ func (k *Kernel) CloseSession(name string) {
 	k.mu.Unlock()
 }
 
-func (k *Kernel) status(context.Context, *conn, *core.Caller, json.RawMessage) (any, error) {
+func (k *Kernel) status(_ context.Context, _ *conn, _ *core.Caller, raw json.RawMessage) (any, error) {
+	if err := rpc.NoParams(raw); err != nil {
+		return nil, err
+	}
 	k.mu.Lock()
 	sessions := make([]map[string]any, 0, len(k.sessions))
 	for _, s := range k.sessions {
@@ -333,7 +342,10 @@ func (k *Kernel) status(context.Context, *conn, *core.Caller, json.RawMessage) (
 	return out, nil
 }
 
-func (k *Kernel) pluginList(context.Context, *conn, *core.Caller, json.RawMessage) (any, error) {
+func (k *Kernel) pluginList(_ context.Context, _ *conn, _ *core.Caller, raw json.RawMessage) (any, error) {
+	if err := rpc.NoParams(raw); err != nil {
+		return nil, err
+	}
 	return map[string]any{"plugins": k.pluginStatus()}, nil
 }
 

@@ -30,7 +30,7 @@ type waitParams struct {
 // that ignore notifications use it instead of polling.
 func (k *Kernel) wait(ctx context.Context, _ *conn, caller *core.Caller, raw json.RawMessage) (any, error) {
 	var p waitParams
-	if err := decodeParams(raw, &p); err != nil {
+	if err := rpc.DecodeParams(raw, &p); err != nil {
 		return nil, err
 	}
 	if p.Target == "" {

@@ -236,7 +236,7 @@ func queryAndScope(params json.RawMessage) (Query, string, error) {
 	}
 	var scope string
 	if err := json.Unmarshal(m["scope"], &scope); err != nil {
-		return Query{}, "", rpc.Errorf(rpc.InvalidParams, "journal.query: scope must be a string, local or cluster")
+		return Query{}, "", rpc.MemberErrorf("scope", "journal.query: member \"scope\" must be a string, local or cluster")
 	}
 	delete(m, "scope")
 	rest, _ := json.Marshal(m)
@@ -262,10 +262,9 @@ func QueryFromParams(params json.RawMessage) (Query, error) {
 		Effects   *json.RawMessage `json:"effects"`
 		Limit     *json.RawMessage `json:"limit"`
 	}
-	dec := json.NewDecoder(bytes.NewReader(params))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&in); err != nil {
-		return q, rpc.Errorf(rpc.InvalidParams, "journal.query params: %v; expected {principal, head: string, ok: bool, since, until: ns integer, effects: [string], limit: integer}", err)
+	if err := rpc.DecodeParams(params, &in); err != nil {
+		return q, rpc.ExplainParams(err, "journal.query params: ",
+			"; expected {principal, head: string, ok: bool, since, until: ns integer, effects: [string], limit: integer, scope: local|cluster}")
 	}
 	if in.Principal != nil {
 		q.Principal = *in.Principal

@@ -57,7 +57,7 @@ type applyParams struct {
 
 func (p *Provider) mCreate(ctx context.Context, c *core.Caller, raw json.RawMessage) (any, error) {
 	var a createParams
-	if err := decode(raw, &a); err != nil {
+	if err := rpc.DecodeParams(raw, &a); err != nil {
 		return nil, err
 	}
 	return p.Create(ctx, c, a.Source)
@@ -177,7 +177,7 @@ func (p *Provider) evictLocked() {
 
 func (p *Provider) mGet(_ context.Context, c *core.Caller, raw json.RawMessage) (any, error) {
 	var a refParams
-	if err := decode(raw, &a); err != nil {
+	if err := rpc.DecodeParams(raw, &a); err != nil {
 		return nil, err
 	}
 	return p.get(c, a.Ref)
@@ -185,7 +185,7 @@ func (p *Provider) mGet(_ context.Context, c *core.Caller, raw json.RawMessage) 
 
 func (p *Provider) mList(_ context.Context, c *core.Caller, raw json.RawMessage) (any, error) {
 	var a struct{}
-	if err := decode(raw, &a); err != nil {
+	if err := rpc.DecodeParams(raw, &a); err != nil {
 		return nil, err
 	}
 	plans := p.visible(c)
@@ -197,7 +197,7 @@ func (p *Provider) mList(_ context.Context, c *core.Caller, raw json.RawMessage)
 
 func (p *Provider) mApprove(ctx context.Context, c *core.Caller, raw json.RawMessage) (any, error) {
 	var a decideParams
-	if err := decode(raw, &a); err != nil {
+	if err := rpc.DecodeParams(raw, &a); err != nil {
 		return nil, err
 	}
 	return p.decideVia(ctx, c, a, true)
@@ -205,7 +205,7 @@ func (p *Provider) mApprove(ctx context.Context, c *core.Caller, raw json.RawMes
 
 func (p *Provider) mReject(ctx context.Context, c *core.Caller, raw json.RawMessage) (any, error) {
 	var a decideParams
-	if err := decode(raw, &a); err != nil {
+	if err := rpc.DecodeParams(raw, &a); err != nil {
 		return nil, err
 	}
 	return p.decideVia(ctx, c, a, false)
@@ -335,7 +335,7 @@ func (p *Provider) announce(rec Record, event, by, reason string) {
 
 func (p *Provider) mApply(ctx context.Context, c *core.Caller, raw json.RawMessage) (any, error) {
 	var a applyParams
-	if err := decode(raw, &a); err != nil {
+	if err := rpc.DecodeParams(raw, &a); err != nil {
 		return nil, err
 	}
 	return p.Apply(ctx, c, a.Ref, a.TimeoutMS)

@@ -13,7 +13,6 @@ package plan
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -414,16 +413,4 @@ func realDir(d string) string {
 // bytes.
 func oneLine(s string, n int) string {
 	return clip.String(strings.Join(strings.Fields(s), " "), n)
-}
-
-func decode(raw json.RawMessage, v any) error {
-	if len(raw) == 0 || string(raw) == "null" {
-		raw = []byte("{}")
-	}
-	dec := json.NewDecoder(strings.NewReader(string(raw)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return rpc.Errorf(rpc.InvalidParams, "bad params: %v", err)
-	}
-	return nil
 }

@@ -560,7 +560,7 @@ func TestParams(t *testing.T) {
 	_, err := r.call(t, a, "plan.create", map[string]string{"source": "  "})
 	wantCode(t, err, rpc.InvalidParams, "empty")
 	_, err = r.call(t, a, "plan.create", map[string]string{"src": "ls"})
-	wantCode(t, err, rpc.InvalidParams, "unknown field")
+	wantCode(t, err, rpc.InvalidParams, `unknown member "src"`)
 	_, err = r.call(t, a, "plan.create", map[string]string{"source": "if then ("})
 	wantCode(t, err, rpc.InvalidParams, "syntax")
 	_, err = r.call(t, a, "plan.get", map[string]string{"ref": ""})

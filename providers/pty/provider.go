@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -142,14 +141,14 @@ func (p *ptyID) UnmarshalJSON(b []byte) error {
 	if len(b) > 0 && b[0] == '"' {
 		var s string
 		if err := json.Unmarshal(b, &s); err != nil {
-			return err
+			return rpc.MemberErrorf("pty", "member \"pty\" is not a valid JSON string: %v", err)
 		}
 		*p = ptyID(s)
 		return nil
 	}
 	var n uint64
 	if err := json.Unmarshal(b, &n); err != nil {
-		return errors.New(`pty must be an id like "pty:3" (or 3)`)
+		return rpc.MemberErrorf("pty", `member "pty" must be an id like "pty:3" (or 3)`)
 	}
 	*p = ptyID(strconv.FormatUint(n, 10))
 	return nil
@@ -158,15 +157,7 @@ func (p *ptyID) UnmarshalJSON(b []byte) error {
 // decode reads params strictly: an unknown field is most often a typo, and
 // saying so beats ignoring it.
 func decode(method string, params json.RawMessage, v any, usage string) error {
-	if len(bytes.TrimSpace(params)) == 0 || string(bytes.TrimSpace(params)) == "null" {
-		params = json.RawMessage("{}")
-	}
-	d := json.NewDecoder(bytes.NewReader(params))
-	d.DisallowUnknownFields()
-	if err := d.Decode(v); err != nil {
-		return rpc.Errorf(rpc.InvalidParams, "%s params: %v; expected %s", method, err, usage)
-	}
-	return nil
+	return rpc.ExplainParams(rpc.DecodeParams(params, v), method+" params: ", "; expected "+usage)
 }
 
 func needPTY(method string, id ptyID, usage string) error {

@@ -42,7 +42,10 @@ func (p *Provider) execProgress(_ context.Context, c *core.Caller, raw json.RawM
 	var a struct {
 		Key string `json:"key"`
 	}
-	if err := json.Unmarshal(raw, &a); err != nil || a.Key == "" {
+	if err := rpc.DecodeParams(raw, &a); err != nil {
+		return nil, err
+	}
+	if a.Key == "" {
 		return nil, rpc.Errorf(rpc.InvalidParams, `exec.progress needs {"key": …}, the progress_key given to exec`)
 	}
 	v, ok := p.running.Load(progressKey{c.Session, a.Key})

@@ -316,7 +316,7 @@ func (p *Provider) Methods() map[string]core.Method {
 	return map[string]core.Method{
 		"exec": func(ctx context.Context, c *core.Caller, raw json.RawMessage) (any, error) {
 			var ep execParams
-			if err := decode(raw, &ep); err != nil {
+			if err := rpc.DecodeParams(raw, &ep); err != nil {
 				return nil, err
 			}
 			b, err := p.exec(ctx, c, core.ExecRequest{Source: ep.Source, TimeoutMS: ep.TimeoutMS, Background: ep.Background, ProgressKey: ep.ProgressKey}, true)
@@ -330,18 +330,6 @@ func (p *Provider) Methods() map[string]core.Method {
 		},
 		"exec.progress": p.execProgress,
 	}
-}
-
-func decode(raw json.RawMessage, v any) error {
-	if len(raw) == 0 {
-		return rpc.Errorf(rpc.InvalidParams, "params are required, e.g. {\"source\": \"ls\"}")
-	}
-	dec := json.NewDecoder(strings.NewReader(string(raw)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return rpc.Errorf(rpc.InvalidParams, "bad params: %v", err)
-	}
-	return nil
 }
 
 // Exec implements core.Executor: it runs source in the caller's session.

@@ -382,9 +382,13 @@ func ParseID(raw json.RawMessage) (int, error) {
 	}
 	var s string
 	if err := json.Unmarshal(raw, &s); err != nil {
-		return 0, rpc.Errorf(rpc.InvalidParams, "task must be task:N, N, or shoal://task/N")
+		return 0, rpc.MemberErrorf("task", "member \"task\" must be task:N, N, or shoal://task/N")
 	}
-	return parseIDString(s)
+	n, err := parseIDString(s)
+	if err != nil {
+		return 0, rpc.MemberErrorf("task", "member \"task\" must be task:N, N, or shoal://task/N (got %q)", s)
+	}
+	return n, nil
 }
 
 func parseIDString(s string) (int, error) {
@@ -523,7 +527,10 @@ func (*Provider) Channel(u *uri.URI) (string, bool) {
 // Methods implements core.MethodProvider.
 func (p *Provider) Methods() map[string]core.Method {
 	return map[string]core.Method{
-		"task.list": func(_ context.Context, c *core.Caller, _ json.RawMessage) (any, error) {
+		"task.list": func(_ context.Context, c *core.Caller, raw json.RawMessage) (any, error) {
+			if err := rpc.NoParams(raw); err != nil {
+				return nil, err
+			}
 			return map[string]any{"tasks": p.R.List(c.Session)}, nil
 		},
 		"task.get": func(_ context.Context, c *core.Caller, raw json.RawMessage) (any, error) {
@@ -552,8 +559,8 @@ func taskParam(raw json.RawMessage) (int, error) {
 		Task json.RawMessage `json:"task"`
 		ID   json.RawMessage `json:"id"`
 	}
-	if err := json.Unmarshal(raw, &p); err != nil {
-		return 0, rpc.Errorf(rpc.InvalidParams, "params must be {\"task\": \"task:N\"}")
+	if err := rpc.DecodeParams(raw, &p); err != nil {
+		return 0, err
 	}
 	if p.Task == nil {
 		p.Task = p.ID

@@ -18,7 +18,6 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -288,7 +287,7 @@ type BlobGetResult struct {
 
 func (p *Provider) blobGet(ctx context.Context, c *core.Caller, params json.RawMessage) (any, error) {
 	var in BlobGetParams
-	if err := decodeParams(params, &in); err != nil {
+	if err := rpc.DecodeParams(params, &in); err != nil {
 		return nil, err
 	}
 	if in.Hash == "" {
@@ -351,7 +350,7 @@ func (p *Provider) blobPut(ctx context.Context, c *core.Caller, params json.RawM
 	if b64, rest, ok := cutB64(params); ok {
 		// A chunk as sdk/client sends it: its base64 is decoded straight
 		// from the frame, without a JSON pass over megabytes.
-		if err := decodeParams(rest, &in); err != nil {
+		if err := rpc.DecodeParams(rest, &in); err != nil {
 			return nil, err
 		}
 		if in.B64 != nil || in.Text != nil {
@@ -365,7 +364,7 @@ func (p *Provider) blobPut(ctx context.Context, c *core.Caller, params json.RawM
 		data = data[:n]
 		empty := ""
 		in.B64 = &empty // decoded already
-	} else if err := decodeParams(params, &in); err != nil {
+	} else if err := rpc.DecodeParams(params, &in); err != nil {
 		return nil, err
 	}
 	if in.Stream {
@@ -426,18 +425,4 @@ func cutB64(params []byte) (b64, rest []byte, ok bool) {
 	after := bytes.TrimLeft(params[len(key)+end+1:], " \t\r\n")
 	after = bytes.TrimPrefix(after, []byte(","))
 	return b64, append([]byte("{"), after...), true
-}
-
-func decodeParams(params json.RawMessage, into any) error {
-	if len(bytes.TrimSpace(params)) == 0 {
-		return nil
-	}
-	if err := json.Unmarshal(params, into); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) {
-			return rpc.Errorf(rpc.InvalidParams, "param %q must be a %s, not a JSON %s", te.Field, te.Type, te.Value)
-		}
-		return rpc.Errorf(rpc.InvalidParams, "params must be a JSON object: %v", err)
-	}
-	return nil
 }
