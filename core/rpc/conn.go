@@ -518,17 +518,13 @@ func (c *Conn) write(m *Message) error {
 	if err != nil {
 		return err
 	}
-	return c.queue(b)
+	return c.queue(len(b), func(dst []byte) []byte { return append(dst, b...) })
 }
 
-// queue queues the frame made of parts, copied straight into the pending
-// buffer (a notification's parts are a shared prefix, an encoding shared
+// queue queues n bytes of frames, which fill appends straight to the
+// pending buffer (a notification is a shared prefix, an encoding shared
 // by every subscriber, and a suffix: nothing is built per connection).
-func (c *Conn) queue(parts ...[]byte) error {
-	n := 0
-	for _, p := range parts {
-		n += len(p)
-	}
+func (c *Conn) queue(n int, fill func(dst []byte) []byte) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	c.unwritten += n
@@ -543,9 +539,7 @@ func (c *Conn) queue(parts ...[]byte) error {
 		}
 		return ErrClosed
 	}
-	for _, p := range parts {
-		c.pending = append(c.pending, p...)
-	}
+	c.pending = fill(c.pending)
 	if c.writing {
 		return nil // the active writer sends it
 	}
@@ -577,29 +571,44 @@ func (c *Conn) queue(parts ...[]byte) error {
 // shared encodings of a subscriber's waiting events go out together,
 // without being encoded again per connection.
 func (c *Conn) NotifyEncoded(method string, params ...[]byte) error {
-	prefix, ok := notifyPrefixes.Load(method)
+	notifyPrefixes.RLock()
+	pre, ok := notifyPrefixes.m[method]
+	notifyPrefixes.RUnlock()
 	if !ok {
 		name, err := json.Marshal(method)
 		if err != nil {
 			return fmt.Errorf("encode method %s: %w", method, err)
 		}
-		prefix, _ = notifyPrefixes.LoadOrStore(method, []byte(`{"jsonrpc":"2.0","method":`+string(name)+`,"params":`))
+		pre = []byte(`{"jsonrpc":"2.0","method":` + string(name) + `,"params":`)
+		notifyPrefixes.Lock()
+		notifyPrefixes.m[method] = pre
+		notifyPrefixes.Unlock()
 	}
-	parts := make([][]byte, 0, 3*len(params))
+	n := 0
 	for _, p := range params {
-		if len(p) == 0 {
-			p = []byte("null")
-		}
-		parts = append(parts, prefix.([]byte), p, notifySuffix)
+		n += len(pre) + max(len(p), len(jsonNull)) + len(notifySuffix)
 	}
-	return c.queue(parts...)
+	return c.queue(n, func(dst []byte) []byte {
+		for _, p := range params {
+			if len(p) == 0 {
+				p = jsonNull
+			}
+			dst = append(dst, pre...)
+			dst = append(dst, p...)
+			dst = append(dst, notifySuffix...)
+		}
+		return dst
+	})
 }
 
 // notifyPrefixes holds the encoded frame start of each notification
 // method in use (a handful).
-var notifyPrefixes sync.Map
+var notifyPrefixes = struct {
+	sync.RWMutex
+	m map[string][]byte
+}{m: map[string][]byte{}}
 
-var notifySuffix = []byte("}\n")
+var notifySuffix, jsonNull = []byte("}\n"), []byte("null")
 
 // Notify sends a notification.
 func (c *Conn) Notify(method string, params any) error {
