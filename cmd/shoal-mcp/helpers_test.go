@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"github.com/shoal-sh/shoal/internal/testkernel"
 	"io"
@@ -140,10 +139,8 @@ func (sd *stateDir) stopKernel(t testing.TB) {
 	}
 }
 
-func processAlive(pid int) bool {
-	err := syscall.Kill(pid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
-}
+// processAlive reports whether pid runs (a zombie has exited).
+func processAlive(pid int) bool { return testkernel.Running(pid) }
 
 // waitFor polls cond until it holds or d passes.
 func waitFor(d time.Duration, cond func() bool) bool {

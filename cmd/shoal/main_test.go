@@ -103,7 +103,7 @@ func kernelStop(ts *testscript.TestScript, neg bool, args []string) {
 	for time.Now().Before(deadline) {
 		// Gone once its socket is and it has exited (its state-dir lock
 		// with it): its sessions' confined workers end first.
-		if _, err := os.Stat(sock); os.IsNotExist(err) && syscall.Kill(pid, 0) != nil {
+		if _, err := os.Stat(sock); os.IsNotExist(err) && !testkernel.Running(pid) {
 			return
 		}
 		time.Sleep(10 * time.Millisecond)

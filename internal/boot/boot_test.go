@@ -13,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -180,7 +179,7 @@ func TestTasks(t *testing.T) {
 		t.Fatalf("cancel: %v %v; want state cancelled, exit 130", rec, err)
 	}
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if syscall.Kill(pid, 0) != nil {
+		if !testkernel.Running(pid) {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -258,7 +257,7 @@ func TestNoOrphans(t *testing.T) {
 	if err := c.Call(context.Background(), "session.close", map[string]string{}, nil); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(10 * time.Second); syscall.Kill(pid, 0) == nil; time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(10 * time.Second); testkernel.Running(pid); time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			out, _ := exec.Command("ps", "-o", "pid,pgid,stat,cmd", "-p", strconv.Itoa(pid)).CombinedOutput()
 			t.Fatalf("sleep %d outlived its session:\n%s", pid, out)
