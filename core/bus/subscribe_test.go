@@ -513,7 +513,7 @@ func TestSubscribeBatches(t *testing.T) {
 	var mu sync.Mutex
 	var got []Event
 	var wires [][]byte
-	finished := make(chan struct{})
+	finished, otherSawFirst := make(chan struct{}), make(chan struct{})
 	const total = 5_000
 	sub, err := b.SubscribeBatches("user.batch", func(evs []Event) error {
 		stalledOnce.Do(func() {
@@ -546,6 +546,7 @@ func TestSubscribeBatches(t *testing.T) {
 		for i := range evs {
 			if evs[i].Seq == 0 {
 				wires = append(wires, evs[i].Wire())
+				close(otherSawFirst)
 			}
 		}
 		return nil
@@ -561,6 +562,9 @@ func TestSubscribeBatches(t *testing.T) {
 	}
 	close(release)
 	<-finished
+	// The second subscriber runs on its own writer: under load it may not
+	// have been handed seq 0 yet, and Close drops what is still queued.
+	<-otherSawFirst
 	sub.Close()
 	other.Close()
 	mu.Lock()
