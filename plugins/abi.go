@@ -12,12 +12,13 @@ import (
 	"github.com/tetratelabs/wazero/api"
 
 	"github.com/shoal-sh/shoal/core/rpc"
+	"github.com/shoal-sh/shoal/sdk/abi"
 )
 
-// ABI is the host–guest contract this package speaks; docs/plugins.md
-// describes it. A module proves it speaks it by exporting a function of
-// this name.
-const ABI = "shoal_abi_v1"
+// ABI is the host–guest contract this package speaks (package sdk/abi
+// writes it down for both sides; docs/plugins.md describes it). A module
+// proves it speaks it by exporting a function of this name.
+const ABI = abi.Version
 
 // MaxAnswer caps one answer of a plugin. A larger answer fails the call
 // rather than letting a plugin make the kernel copy unbounded memory.
@@ -25,16 +26,16 @@ const MaxAnswer = 8 << 20
 
 // Export names of shoal_abi_v1.
 const (
-	exportMarker   = ABI
-	exportAlloc    = "shoal_alloc"
-	exportFree     = "shoal_free"
-	exportDescribe = "shoal_describe"
-	exportRead     = "shoal_read"
-	exportList     = "shoal_list"
-	exportValidate = "shoal_validate"
-	exportInit     = "_initialize"
-	exportStart    = "_start"
-	wasiModule     = "wasi_snapshot_preview1"
+	exportMarker   = abi.Version
+	exportAlloc    = abi.ExportAlloc
+	exportFree     = abi.ExportFree
+	exportDescribe = abi.ExportDescribe
+	exportRead     = abi.ExportRead
+	exportList     = abi.ExportList
+	exportValidate = abi.ExportValidate
+	exportInit     = abi.Initialize
+	exportStart    = abi.Start
+	wasiModule     = abi.WASIModule
 )
 
 type signature struct{ params, results []api.ValueType }
@@ -289,23 +290,23 @@ type guestError struct {
 	Message string `json:"message"`
 }
 
-// Guest error codes with a meaning to the host (see sdk.Code).
+// Guest error codes with a meaning to the host.
 const (
-	guestNotFound      = "NOT_FOUND"
-	guestBadURI        = "BAD_URI"
-	guestInvalidParams = "INVALID_PARAMS"
-	guestRejected      = "REJECTED"
-	guestPanic         = "PANIC"
+	guestNotFound      = abi.NotFound
+	guestBadURI        = abi.BadURI
+	guestInvalidParams = abi.InvalidParams
+	guestRejected      = abi.Rejected
+	guestPanic         = abi.Panic
 )
 
-var okAnswer = []byte(`{"ok":true}`)
+var okAnswer = []byte(abi.OKAnswer)
 
 // Answers as the sdk writes them: decodeEnvelope takes these apart
 // without a JSON pass over the whole answer (value.Unmarshal or the
 // record's validation reads the member itself anyway).
 var (
-	valuePrefix  = []byte(`{"ok":true,"value":`)
-	recordPrefix = []byte(`{"ok":true,"record":`)
+	valuePrefix  = []byte(abi.ValuePrefix)
+	recordPrefix = []byte(abi.RecordPrefix)
 )
 
 // decodeEnvelope parses an answer. A malformed one is a plugin failure.

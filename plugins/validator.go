@@ -16,6 +16,7 @@ import (
 	"github.com/shoal-sh/shoal/core/bus"
 	"github.com/shoal-sh/shoal/core/rpc"
 	"github.com/shoal-sh/shoal/internal/clip"
+	"github.com/shoal-sh/shoal/sdk/abi"
 )
 
 // noLoader refuses every $ref outside the schema itself: a plugin's
@@ -116,10 +117,12 @@ func (p *plugin) validatePayload(channel string, payload json.RawMessage) error 
 	} else if !json.Valid(payload) {
 		return rpc.Errorf(rpc.Rejected, "the payload is not valid JSON")
 	}
-	// The payload is valid JSON: it is spliced in as it is, not re-encoded.
+	// The payload is valid JSON: it is spliced in as it is, not re-encoded,
+	// in the layout abi.ValidateHead describes (the quoted channel name
+	// opens with the head's last quote).
 	ch, _ := json.Marshal(channel)
 	req := make([]byte, 0, len(ch)+len(payload)+24)
-	req = append(append(append(req, `{"channel":`...), ch...), `,"payload":`...)
+	req = append(append(append(req, strings.TrimSuffix(abi.ValidateHead, `"`)...), ch...), abi.ValidatePayload...)
 	req = append(append(req, payload...), '}')
 	env, err := p.invoke(context.Background(), func(in *instance) api.Function { return in.validate }, req)
 	if err != nil {

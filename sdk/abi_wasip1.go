@@ -2,7 +2,11 @@
 
 package sdk
 
-import "unsafe"
+import (
+	"unsafe"
+
+	"github.com/shoal-sh/shoal/sdk/abi"
+)
 
 // allocated keeps every buffer shoal_alloc handed to the host reachable
 // until shoal_free: the host holds only its address, which the garbage
@@ -37,7 +41,7 @@ func request(ptr, size uint32) ([]byte, bool) {
 	return b[:size], true
 }
 
-var badRequest = []byte(`{"ok":false,"error":{"code":"FAILED","message":"request buffer was not allocated with shoal_alloc"}}`)
+var badRequest = errorEnvelope(Failed, "request buffer was not allocated with "+abi.ExportAlloc)
 
 //go:wasmexport shoal_abi_v1
 func shoalABIV1() {}

@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/shoal-sh/shoal/sdk/abi"
 )
 
 // ABI is the name of the host–guest contract this package implements. The
 // module exports a function of this name as its marker; the kernel refuses
 // a module that does not.
-const ABI = "shoal_abi_v1"
+const ABI = abi.Version
 
 // Template is one URI template a provider advertises (RFC 6570), e.g.
 // "shoal://kv/{key}{?path,slice,format}". MimeType defaults to
@@ -113,12 +115,12 @@ type Code string
 // error codes of the same name; every other code, and a panic, is a
 // PLUGIN_ERROR.
 const (
-	NotFound      Code = "NOT_FOUND"      // no such resource
-	BadURI        Code = "BAD_URI"        // the URI's segments make no sense for this family
-	InvalidParams Code = "INVALID_PARAMS" // a query parameter is missing or malformed
-	Rejected      Code = "REJECTED"       // a validator refuses the payload
-	Failed        Code = "FAILED"         // the plugin itself failed
-	codePanic     Code = "PANIC"          // an export panicked; the SDK recovered it
+	NotFound      Code = abi.NotFound      // no such resource
+	BadURI        Code = abi.BadURI        // the URI's segments make no sense for this family
+	InvalidParams Code = abi.InvalidParams // a query parameter is missing or malformed
+	Rejected      Code = abi.Rejected      // a validator refuses the payload
+	Failed        Code = abi.Failed        // the plugin itself failed
+	codePanic     Code = abi.Panic         // an export panicked; the SDK recovered it
 )
 
 // Error is an error with a [Code].
@@ -230,7 +232,7 @@ func handleRead(req []byte) (resp []byte) {
 		return errorFrom(err, Failed)
 	}
 	if v, ok := out.(Value); ok {
-		b := v.appendTo(append(make([]byte, 0, len(v.wire)+22), `{"ok":true,"value":`...))
+		b := v.appendTo(append(make([]byte, 0, len(v.wire)+22), abi.ValuePrefix...))
 		return append(b, '}')
 	}
 	return recordEnvelope(out)
@@ -259,7 +261,7 @@ func handleList(req []byte) (resp []byte) {
 	return recordEnvelope(res)
 }
 
-var okEnvelope = []byte(`{"ok":true}`)
+var okEnvelope = []byte(abi.OKAnswer)
 
 func handleValidate(req []byte) (resp []byte) {
 	defer recoverInto(&resp)
@@ -283,7 +285,7 @@ func recordEnvelope(x any) []byte {
 		return errorEnvelope(Failed, "cannot encode the answer as JSON: "+err.Error())
 	}
 	b := make([]byte, 0, len(rec)+22)
-	b = append(b, `{"ok":true,"record":`...)
+	b = append(b, abi.RecordPrefix...)
 	b = append(b, rec...)
 	return append(b, '}')
 }

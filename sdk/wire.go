@@ -8,6 +8,8 @@ import (
 	"unicode/utf16"
 	"unicode/utf8"
 	"unsafe"
+
+	"github.com/shoal-sh/shoal/sdk/abi"
 )
 
 // The kernel's requests are small JSON objects of a fixed shape. They are
@@ -395,8 +397,8 @@ func decodeList(data []byte) (*ListRequest, error) {
 // payload, and the validator's own parse is the one pass over it. Any
 // other form goes through the reader.
 const (
-	validateHead    = `{"channel":"`
-	validatePayload = `,"payload":`
+	validateHead    = abi.ValidateHead
+	validatePayload = abi.ValidatePayload
 )
 
 func decodeValidate(data []byte) (channel string, payload json.RawMessage, err error) {
