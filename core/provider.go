@@ -29,15 +29,16 @@ type Provider interface {
 // PartReader is implemented by providers that can answer a path or a
 // slice read of a large stored value from the parts of it the selection
 // covers, instead of handing the router the whole value (see package
-// providers/val/spill). The router asks it first for a read with exactly
-// one of a path and a slice and no grep; ok false means "read it whole",
-// and the router then calls Read and selects as usual. When ok, v is the
-// selected value and offset what value.ApplySliceAt reports for the slice.
+// providers/val/spill). The router asks it first for a read with a path,
+// a slice or both, and no grep; ok false means "read it whole", and the
+// router then calls Read and selects as usual. When ok, v is the value
+// the path and then the slice select, and offset what value.ApplySliceAt
+// reports for the slice.
 type PartReader interface {
 	ReadPart(ctx context.Context, c *Caller, u *uri.URI, sel Selection) (content *Content, offset int, ok bool, err error)
 }
 
-// Selection is the path or slice of a read, parsed.
+// Selection is the path and slice of a read, parsed.
 type Selection struct {
 	Path     value.Path
 	HasPath  bool

@@ -329,7 +329,7 @@ func (r *Router) Read(ctx context.Context, c *Caller, u *uri.URI, o ReadOptions)
 	var content *Content
 	var partOffset int
 	partRead := false
-	if pr, ok := p.(PartReader); ok && !hasGrep && hasPath != hasSlice {
+	if pr, ok := p.(PartReader); ok && !hasGrep && (hasPath || hasSlice) {
 		content, partOffset, partRead, err = pr.ReadPart(ctx, c, u, Selection{Path: path, HasPath: hasPath, Slice: sl, HasSlice: hasSlice})
 		if err != nil {
 			return nil, err

@@ -215,6 +215,22 @@ func (p Path) FirstIndex() (int, bool) {
 	return p.steps[0].index, true
 }
 
+// FirstField reports the first step when it is a field.
+func (p Path) FirstField() (string, bool) {
+	if len(p.steps) == 0 || !p.steps[0].field {
+		return "", false
+	}
+	return p.steps[0].name, true
+}
+
+// Rest returns p without its first step (the identity stays itself).
+func (p Path) Rest() Path {
+	if len(p.steps) == 0 {
+		return p
+	}
+	return Path{steps: p.steps[1:]}
+}
+
 // WithFirstIndex returns p with its first step, which must be an index,
 // replaced by i. It lets a renderer rebase an index taken inside a slice.
 func (p Path) WithFirstIndex(i int) Path {

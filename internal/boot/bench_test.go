@@ -196,14 +196,19 @@ func BenchmarkExecLargeOutput(b *testing.B) {
 	b.ReportMetric(float64(k)/float64(d), "ratio")
 }
 
-// BenchmarkColdPartRead stores a 10M-row table and a 100 MB string as
-// transcript values (spilled to the content store with their index) and
-// reads one row by path, or 100 characters by slice, over the socket:
-// cold (a random far row or offset each time, so its part is not in the
-// cache) against warm (the same one again), interleaved, reporting the
-// ratio of the medians (target ≤ 10×) and how much the kernel's heap grew
-// over the cold reads (target ≤ 64 MiB). Memory-heavy: it builds the
-// values in this process (about 2 GB at the peak).
+// BenchmarkColdPartRead stores a 10M-row table, a 100 MB string and an
+// execution's record holding that string as stdout as transcript values
+// (spilled to the content store with their index) and reads parts of
+// them over the socket in every form parts can answer: a row by index
+// first (path=[i].name) and by column first (path=.name[i]), a slice of
+// a cell (path=[i].name&slice=0..3), a slice of a column (path=.name&
+// slice=i..i+10), a slice of the string, and a path into the record then
+// a slice (path=.stdout&slice=i..i+100). Each is cold (a random far row
+// or offset each time, so its part is not in the cache) against warm
+// (the same one again), interleaved, reporting the ratio of the medians
+// (target ≤ 10×) and how much the kernel's heap grew over the cold reads
+// (target ≤ 64 MiB). Memory-heavy: it builds the values in this process
+// (about 2 GB at the peak).
 func BenchmarkColdPartRead(b *testing.B) {
 	dir := shortDir(b)
 	k := startKernel(b, dir)
@@ -215,6 +220,9 @@ func BenchmarkColdPartRead(b *testing.B) {
 	}
 	session := c.Attached.Session
 	const rows, strLen = 10_000_000, 100_000_000
+	hasRow := func(r *client.ReadResult, target string) bool {
+		return strings.Contains(string(r.StructuredContent), "row ")
+	}
 	b.Run("table-10M-rows", func(b *testing.B) {
 		t := &value.Table{Cols: []string{"id", "name"}, Rows: make([][]value.Value, rows)}
 		for i := range t.Rows {
@@ -225,40 +233,54 @@ func BenchmarkColdPartRead(b *testing.B) {
 			b.Fatal(err)
 		}
 		t = nil
-		rnd := rand.New(rand.NewPCG(1, 2))
-		coldWarm(b, c, func(cold bool) string {
-			i := rows / 2
-			if cold {
-				i = rnd.IntN(rows)
-			}
-			return fmt.Sprintf("%s?path=[%d].name", e.Ref, i)
-		}, func(r *client.ReadResult, target string) bool {
-			return strings.Contains(string(r.StructuredContent), "row ")
-		})
+		for f, form := range []struct{ name, query string }{
+			{"index-first", "path=[%d].name"},
+			{"column-first", "path=.name[%d]"},
+			{"cell-slice", "path=[%d].name&slice=0..3"},
+			{"column-slice", "path=.name&slice=%d..+10"},
+		} {
+			b.Run(form.name, func(b *testing.B) {
+				rnd := rand.New(rand.NewPCG(1, uint64(f))) // rows no other form read
+				coldWarm(b, c, func(cold bool) string {
+					i := rows / 2
+					if cold {
+						i = rnd.IntN(rows - 10)
+					}
+					q := fmt.Sprintf(form.query, i)
+					q = strings.Replace(q, "..+10", ".."+strconv.Itoa(i+10), 1)
+					return e.Ref + "?" + q
+				}, func(r *client.ReadResult, target string) bool {
+					return strings.Contains(string(r.StructuredContent), "row")
+				})
+			})
+		}
 		// The held figure: a warm row read of the 10M-row value against
 		// the same read of a 100-row one kept in memory.
-		small := &value.Table{Cols: []string{"id", "name"}, Rows: make([][]value.Value, 100)}
-		for i := range small.Rows {
-			small.Rows[i] = []value.Value{value.Int(i), value.Str("row " + strconv.Itoa(i))}
-		}
-		se, err := tr.Add(session, small, nil)
-		if err != nil {
-			b.Fatal(err)
-		}
-		var big, little []time.Duration
-		for range 500 {
-			for _, x := range []struct {
-				t   string
-				lat *[]time.Duration
-			}{{fmt.Sprintf("%s?path=[%d].name", e.Ref, rows/2), &big}, {se.Ref + "?path=[50].name", &little}} {
-				t0 := time.Now()
-				if _, err := c.Read(ctx, x.t); err != nil {
-					b.Fatal(err)
-				}
-				*x.lat = append(*x.lat, time.Since(t0))
+		b.Run("warm-vs-100-rows", func(b *testing.B) {
+			small := &value.Table{Cols: []string{"id", "name"}, Rows: make([][]value.Value, 100)}
+			for i := range small.Rows {
+				small.Rows[i] = []value.Value{value.Int(i), value.Str("row " + strconv.Itoa(i))}
 			}
-		}
-		b.ReportMetric(float64(p50(big))/float64(p50(little)), "warm-10M-vs-100-rows")
+			se, err := tr.Add(session, small, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			var big, little []time.Duration
+			for range 500 {
+				for _, x := range []struct {
+					t   string
+					lat *[]time.Duration
+				}{{fmt.Sprintf("%s?path=[%d].name", e.Ref, rows/2), &big}, {se.Ref + "?path=[50].name", &little}} {
+					t0 := time.Now()
+					r, err := c.Read(ctx, x.t)
+					if err != nil || !hasRow(r, x.t) {
+						b.Fatal(x.t, err)
+					}
+					*x.lat = append(*x.lat, time.Since(t0))
+				}
+			}
+			b.ReportMetric(float64(p50(big))/float64(p50(little)), "warm-10M-vs-100-rows")
+		})
 	})
 	b.Run("string-100MB", func(b *testing.B) {
 		s := strings.Repeat("0123456789 ünïcødé line\n", strLen/26)
@@ -266,20 +288,30 @@ func BenchmarkColdPartRead(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
+		rec, err := tr.Add(session, value.NewRecord(value.F("exit", value.Int(0)), value.F("stdout", value.Str(s)), value.F("stderr", value.Str(""))), nil)
+		if err != nil {
+			b.Fatal(err)
+		}
 		s = ""
-		rnd := rand.New(rand.NewPCG(3, 4))
 		n := strLen / 26 * 24 // characters
-		coldWarm(b, c, func(cold bool) string {
-			i := n / 2
-			if cold {
-				i = rnd.IntN(n - 100)
-			}
-			return fmt.Sprintf("%s?slice=%d..%d", e.Ref, i, i+100)
-		}, func(r *client.ReadResult, target string) bool {
-			return strings.Contains(string(r.StructuredContent), "line")
-		})
+		for f, form := range []struct{ name, ref, query string }{
+			{"slice", e.Ref, "slice=%d..%d"},
+			{"record-path-slice", rec.Ref, "path=.stdout&slice=%d..%d"},
+		} {
+			b.Run(form.name, func(b *testing.B) {
+				rnd := rand.New(rand.NewPCG(3, uint64(f)))
+				coldWarm(b, c, func(cold bool) string {
+					i := n / 2
+					if cold {
+						i = rnd.IntN(n - 100)
+					}
+					return form.ref + "?" + fmt.Sprintf(form.query, i, i+100)
+				}, func(r *client.ReadResult, target string) bool {
+					return strings.Contains(string(r.StructuredContent), "line")
+				})
+			})
+		}
 	})
-	_ = ctx
 }
 
 func coldWarm(b *testing.B, c *client.Client, target func(cold bool) string, check func(*client.ReadResult, string) bool) {

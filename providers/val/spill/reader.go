@@ -4,6 +4,7 @@ import (
 	"container/list"
 	"errors"
 	"io/fs"
+	"slices"
 	"sync"
 
 	"github.com/zeebo/blake3"
@@ -37,7 +38,7 @@ type Reader struct {
 
 type cacheKey struct {
 	hash string
-	part int // -1 for the index
+	off  int64 // of the part or field in the blob; -1 for the index
 }
 
 type cached struct {
@@ -152,11 +153,11 @@ func (r *Reader) index(hash string) (*Index, error) {
 
 // part returns part k of an indexed value, decoded.
 func (r *Reader) part(hash string, ix *Index, k int) (value.Value, error) {
-	key := cacheKey{hash, k}
+	p := ix.Parts[k]
+	key := cacheKey{hash, p.Off}
 	if c, ok := r.get(key); ok {
 		return c.v, nil
 	}
-	p := ix.Parts[k]
 	b, err := r.store.ReadRange(hash, p.Off, p.Len)
 	if err != nil {
 		return nil, err
@@ -177,47 +178,133 @@ func (r *Reader) part(hash string, ix *Index, k int) (value.Value, error) {
 // anyway).
 const maxSpan = 16 << 20
 
+// field returns a record's field that has no index of its own, decoded.
+func (r *Reader) field(hash string, f FieldAt) (value.Value, error) {
+	key := cacheKey{hash, f.Off}
+	if c, ok := r.get(key); ok {
+		return c.v, nil
+	}
+	b, err := r.store.ReadRange(hash, f.Off, f.Len)
+	if err != nil {
+		return nil, err
+	}
+	if blake3.Sum256(b) != f.Sum {
+		return nil, rpc.Errorf(rpc.Corrupt, "value %s: field %q (bytes %d+%d) fails its blake3 check; it will not be served", hash, f.Name, f.Off, f.Len)
+	}
+	v, err := value.Unmarshal(b)
+	if err != nil {
+		return nil, rpc.Errorf(rpc.Corrupt, "value %s: field %q does not decode: %v", hash, f.Name, err)
+	}
+	r.put(&cached{key: key, cost: 2 * int64(f.Len), v: v})
+	return v, nil
+}
+
 // Part answers a read of the value stored under hash that selects with
-// path, or with sl, from the parts it covers. ok is false when the value
-// has no index or the selection is not one parts answer alone: a path
-// whose first step is not an index, both a path and a slice, a slice
-// spanning more than 16 MiB, or an index or path out of range (whose
-// exact error the whole-value path gives). offset is what
+// path, then with sl, from the parts it covers. ok is false when the
+// value has no index or the selection is not one parts answer alone: a
+// whole list, table or string (a read of the whole value, a table's whole
+// column), a slice spanning more than 16 MiB, or a path that fails (whose
+// exact error the whole-value path gives). Paths step through indexed
+// records by field, into lists and tables by index, and into a table's
+// column followed by an index ([i].name and .name[i] alike); what is
+// left of the path after a part was reached, and a slice of what the path
+// reached inside a part, are applied to that part. offset is what
 // value.ApplySliceAt reports for the slice.
 func (r *Reader) Part(hash string, path value.Path, hasPath bool, sl value.Slice, hasSlice bool) (v value.Value, offset int, ok bool, err error) {
-	if hasPath == hasSlice {
+	if !hasPath && !hasSlice {
 		return nil, 0, false, nil
 	}
 	ix, err := r.index(hash)
 	if err != nil || ix == nil {
 		return nil, 0, false, err
 	}
-	if hasPath {
-		i, isIndex := path.FirstIndex()
-		if !isIndex || ix.Kind == KindStr {
-			return nil, 0, false, nil
-		}
-		if i < 0 {
-			i += ix.Count
-		}
-		if i < 0 || i >= ix.Count {
-			return nil, 0, false, nil
-		}
-		k := ix.partOf(i)
-		pv, err := r.part(hash, ix, k)
-		if err != nil {
+	if hasSlice {
+		// A slice the whole value would refuse is refused the same way.
+		if _, _, err := value.ApplySliceAt(value.List{}, sl); err != nil {
 			return nil, 0, false, err
 		}
-		v, err := path.WithFirstIndex(i - ix.Parts[k].First).Eval(pv)
-		if err != nil {
+	}
+	for {
+		var in value.Value // a decoded piece the rest of the path applies to
+		switch ix.Kind {
+		case KindRecord:
+			name, isField := path.FirstField()
+			if !isField {
+				return nil, 0, false, nil
+			}
+			f, found := ix.field(name)
+			if !found {
+				return nil, 0, false, nil
+			}
+			path = path.Rest()
+			if f.Sub != nil {
+				ix = f.Sub
+				continue
+			}
+			if in, err = r.field(hash, f); err != nil {
+				return nil, 0, false, err
+			}
+		case KindList, KindTable:
+			if col, isField := path.FirstField(); isField && ix.Kind == KindTable && slices.Contains(ix.Cols, col) {
+				rest := path.Rest()
+				if i, isIndex := rest.FirstIndex(); isIndex {
+					// .col[i]… is the cell [i].col…
+					path = value.Path{}.Index(i).Field(col).Join(rest.Rest())
+					continue
+				}
+				if rest.IsIdentity() && hasSlice {
+					// .col with a slice: the slice of the rows, then the column.
+					t, off, ok, err := r.slice(hash, ix, sl)
+					if !ok || err != nil {
+						return nil, 0, ok, err
+					}
+					col, err := value.Path{}.Field(col).Eval(t)
+					return col, off, err == nil, err
+				}
+				return nil, 0, false, nil
+			}
+			i, isIndex := path.FirstIndex()
+			if !isIndex {
+				if path.IsIdentity() && hasSlice {
+					return r.slice(hash, ix, sl)
+				}
+				return nil, 0, false, nil
+			}
+			if i < 0 {
+				i += ix.Count
+			}
+			if i < 0 || i >= ix.Count {
+				return nil, 0, false, nil
+			}
+			k := ix.partOf(i)
+			if in, err = r.part(hash, ix, k); err != nil {
+				return nil, 0, false, err
+			}
+			path = path.WithFirstIndex(i - ix.Parts[k].First)
+		case KindStr:
+			if !path.IsIdentity() || !hasSlice {
+				return nil, 0, false, nil
+			}
+			return r.slice(hash, ix, sl)
+		default:
 			return nil, 0, false, nil
 		}
-		return v, 0, true, nil
+		// A piece in memory: the rest of the path and the slice apply to it.
+		if v, err = path.Eval(in); err != nil {
+			return nil, 0, false, nil
+		}
+		if hasSlice {
+			if v, offset, err = value.ApplySliceAt(v, sl); err != nil {
+				return nil, 0, false, nil
+			}
+		}
+		return v, offset, true, nil
 	}
-	// A slice the whole value would refuse is refused the same way.
-	if _, _, err := value.ApplySliceAt(value.List{}, sl); err != nil {
-		return nil, 0, false, err
-	}
+}
+
+// slice reads slice sl of an indexed list, table or string from the parts
+// it covers.
+func (r *Reader) slice(hash string, ix *Index, sl value.Slice) (v value.Value, offset int, ok bool, err error) {
 	a, b := sl.Bounds(ix.Count)
 	offset = a
 	if ix.Kind == KindStr && !sl.FromEnd() {

@@ -6,12 +6,12 @@
 // stored). Beside a list, table or string whose encoding spans more than
 // one part of [PartSize] bytes, the store keeps an index (cas
 // [cas.Store.PutIndex]): for each part, the first item, row or character
-// it holds, where it lies in the blob, and its blake3 hash. A path read
-// whose first step is an index ([5000000].name, .rows[-1] on a table),
-// and a slice read, load and check only the parts they cover, through an
-// LRU of decoded parts bounded in bytes (config value_cache). Anything
-// else (a field step, grep, a whole-value read) decodes the value as
-// before.
+// it holds, where it lies in the blob, and its blake3 hash; beside a
+// record holding such a value, where each field lies (see encodeRecord).
+// Path and slice reads (see [Reader.Part]) load and check only the parts
+// they cover, through an LRU of decoded parts bounded in bytes (config
+// value_cache). Anything else (grep, a whole-value read) decodes the
+// value as before.
 package spill
 
 import (
@@ -40,15 +40,30 @@ const (
 	KindList  = 'l'
 	KindTable = 't'
 	KindStr   = 's'
+	// KindRecord is a record with at least one field indexed itself: its
+	// fields say where each value lies, and the large ones carry their
+	// own index.
+	KindRecord = 'r'
 )
 
 // Index says where the parts of one value's encoding lie.
 type Index struct {
-	Kind  byte
-	Count int      // items, rows, or characters (Unicode scalar values)
-	Cols  []string // a table's columns
-	Size  int64    // bytes of the whole encoding
-	Parts []Part
+	Kind   byte
+	Count  int       // items, rows, or characters (Unicode scalar values)
+	Cols   []string  // a table's columns
+	Size   int64     // bytes of the whole encoding (the blob)
+	Parts  []Part    // a list's, table's or string's
+	Fields []FieldAt // a record's
+}
+
+// FieldAt is where one field of an indexed record lies in the blob: its
+// value's encoding, checked by Sum, or (Sub not nil) by its own index.
+type FieldAt struct {
+	Name string
+	Off  int64
+	Len  int
+	Sum  [32]byte // zero when Sub is set
+	Sub  *Index
 }
 
 // Part is one part of an indexed value.
@@ -105,6 +120,8 @@ func Encode(v value.Value, partSize int) (*Encoded, error) {
 		if utf8.ValidString(string(x)) {
 			e = encodeStr(string(x), partSize)
 		}
+	case *value.Record:
+		return encodeRecord(x, partSize)
 	}
 	if err != nil {
 		return nil, err
@@ -156,6 +173,81 @@ func encodeRows(kind byte, cols []string, n, partSize int, group func(a, b int) 
 }
 
 var comma = []byte{','}
+
+// encodeRecord encodes a record field by field, as value.Marshal does,
+// and indexes it when one of its fields has an index of its own (a large
+// stdout, a large table inside).
+func encodeRecord(r *value.Record, partSize int) (*Encoded, error) {
+	type field struct {
+		name []byte
+		e    *Encoded
+	}
+	fields := make([]field, len(r.Fields))
+	indexed := false
+	for i, f := range r.Fields {
+		if f.Value == nil {
+			return nil, fmt.Errorf("record field %q has no value", f.Name)
+		}
+		fe, err := Encode(f.Value, partSize)
+		if err != nil {
+			return nil, err
+		}
+		fields[i] = field{value.AppendQuoted(nil, f.Name), fe}
+		indexed = indexed || fe.Index != nil
+	}
+	head := []byte(`{"$":"record","v":{`)
+	e := &Encoded{Pieces: [][]byte{head}, Size: int64(len(head)), Index: &Index{Kind: KindRecord, Count: len(fields)}}
+	for i, f := range fields {
+		if i > 0 {
+			e.Pieces = append(e.Pieces, comma)
+			e.Size++
+		}
+		e.Pieces = append(e.Pieces, f.name, colon)
+		e.Size += int64(len(f.name)) + 1
+		at := FieldAt{Name: r.Fields[i].Name, Off: e.Size, Len: int(f.e.Size), Sub: f.e.Index}
+		if at.Sub == nil {
+			at.Sum = blake3.Sum256(f.e.Bytes())
+		} else {
+			at.Sub.shift(e.Size)
+		}
+		e.Index.Fields = append(e.Index.Fields, at)
+		e.Pieces = append(e.Pieces, f.e.Pieces...)
+		e.Size += f.e.Size
+	}
+	e.Pieces = append(e.Pieces, closeRecord)
+	e.Size += int64(len(closeRecord))
+	e.Index.setSize(e.Size)
+	if !indexed {
+		e.Index = nil
+	}
+	return e, nil
+}
+
+var colon, closeRecord = []byte{':'}, []byte("}}")
+
+// shift moves every offset of ix (a field's index, made for the field's
+// encoding alone) by d bytes, to where the field lies in its record.
+func (ix *Index) shift(d int64) {
+	for i := range ix.Parts {
+		ix.Parts[i].Off += d
+	}
+	for i := range ix.Fields {
+		ix.Fields[i].Off += d
+		if ix.Fields[i].Sub != nil {
+			ix.Fields[i].Sub.shift(d)
+		}
+	}
+}
+
+// setSize records size, the blob's, in ix and every index inside it.
+func (ix *Index) setSize(size int64) {
+	ix.Size = size
+	for _, f := range ix.Fields {
+		if f.Sub != nil {
+			f.Sub.setSize(size)
+		}
+	}
+}
 
 // encodeStr encodes a valid UTF-8 string in parts of about partSize
 // bytes cut on character boundaries; escaping is per character, so the
@@ -209,8 +301,38 @@ var magic = []byte("shoal-index-1\n")
 
 const partRecord = 8 + 8 + 4 + 32
 
+// A record's index file: its own magic, size, field count, then per field
+// its name, offset, length, blake3 and its own index (length-prefixed,
+// empty when it has none).
+var magicRecord = []byte("shoal-index-r1\n")
+
+// maxIndexDepth bounds the nesting of record indexes a file may hold.
+const maxIndexDepth = 64
+
 // MarshalBinary encodes the index for the content store.
 func (ix *Index) MarshalBinary() ([]byte, error) {
+	if ix.Kind == KindRecord {
+		b := append([]byte(nil), magicRecord...)
+		b = binary.LittleEndian.AppendUint64(b, uint64(ix.Size))
+		b = binary.LittleEndian.AppendUint32(b, uint32(len(ix.Fields)))
+		for _, f := range ix.Fields {
+			b = binary.LittleEndian.AppendUint32(b, uint32(len(f.Name)))
+			b = append(b, f.Name...)
+			b = binary.LittleEndian.AppendUint64(b, uint64(f.Off))
+			b = binary.LittleEndian.AppendUint32(b, uint32(f.Len))
+			b = append(b, f.Sum[:]...)
+			var sub []byte
+			if f.Sub != nil {
+				var err error
+				if sub, err = f.Sub.MarshalBinary(); err != nil {
+					return nil, err
+				}
+			}
+			b = binary.LittleEndian.AppendUint32(b, uint32(len(sub)))
+			b = append(b, sub...)
+		}
+		return b, nil
+	}
 	cols, err := json.Marshal(ix.Cols)
 	if err != nil {
 		return nil, err
@@ -236,7 +358,12 @@ var errBadIndex = errors.New("malformed value index")
 
 // UnmarshalBinary decodes an index and checks that it describes a blob
 // of size bytes: parts in order, inside it, not overlapping.
-func (ix *Index) UnmarshalBinary(b []byte) error {
+func (ix *Index) UnmarshalBinary(b []byte) error { return ix.unmarshal(b, 0) }
+
+func (ix *Index) unmarshal(b []byte, depth int) error {
+	if bytes.HasPrefix(b, magicRecord) {
+		return ix.unmarshalRecord(b[len(magicRecord):], depth)
+	}
 	if !bytes.HasPrefix(b, magic) {
 		return errBadIndex
 	}
@@ -283,6 +410,83 @@ func (ix *Index) UnmarshalBinary(b []byte) error {
 		return errBadIndex
 	}
 	return nil
+}
+
+// unmarshalRecord decodes a record's index (after its magic): fields in
+// order, inside the blob, not overlapping, each sub-index of the same
+// blob and inside its field.
+func (ix *Index) unmarshalRecord(b []byte, depth int) error {
+	if depth >= maxIndexDepth || len(b) < 12 {
+		return errBadIndex
+	}
+	ix.Kind = KindRecord
+	ix.Size = int64(binary.LittleEndian.Uint64(b))
+	n := int(binary.LittleEndian.Uint32(b[8:]))
+	b = b[12:]
+	if n == 0 || n > len(b) || ix.Size < 0 {
+		return errBadIndex
+	}
+	ix.Count = n
+	ix.Fields = make([]FieldAt, 0, n)
+	var end int64
+	for range n {
+		if len(b) < 4 {
+			return errBadIndex
+		}
+		nl := int(binary.LittleEndian.Uint32(b))
+		b = b[4:]
+		if nl > len(b) || len(b)-nl < 8+4+32+4 {
+			return errBadIndex
+		}
+		f := FieldAt{Name: string(b[:nl])}
+		b = b[nl:]
+		f.Off = int64(binary.LittleEndian.Uint64(b))
+		f.Len = int(binary.LittleEndian.Uint32(b[8:]))
+		copy(f.Sum[:], b[12:44])
+		sl := int(binary.LittleEndian.Uint32(b[44:]))
+		b = b[48:]
+		if sl > len(b) || f.Off < end || f.Len < 0 || f.Off+int64(f.Len) > ix.Size {
+			return errBadIndex
+		}
+		if sl > 0 {
+			f.Sub = new(Index)
+			if err := f.Sub.unmarshal(b[:sl], depth+1); err != nil || f.Sub.Size != ix.Size || !f.Sub.within(f.Off, f.Off+int64(f.Len)) {
+				return errBadIndex
+			}
+		}
+		b = b[sl:]
+		end = f.Off + int64(f.Len)
+		ix.Fields = append(ix.Fields, f)
+	}
+	if len(b) != 0 {
+		return errBadIndex
+	}
+	return nil
+}
+
+// within reports whether every part and field of ix lies in [lo, hi).
+func (ix *Index) within(lo, hi int64) bool {
+	for _, p := range ix.Parts {
+		if p.Off < lo || p.Off+int64(p.Len) > hi {
+			return false
+		}
+	}
+	for _, f := range ix.Fields {
+		if f.Off < lo || f.Off+int64(f.Len) > hi {
+			return false
+		}
+	}
+	return true
+}
+
+// field returns the field of a record index by name.
+func (ix *Index) field(name string) (FieldAt, bool) {
+	for _, f := range ix.Fields {
+		if f.Name == name {
+			return f, true
+		}
+	}
+	return FieldAt{}, false
 }
 
 // partOf returns the part holding item (row, character) i.

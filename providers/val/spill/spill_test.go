@@ -188,3 +188,118 @@ func TestPartCorrupt(t *testing.T) {
 		t.Fatalf("damaged index used: ok %v err %v", ok, err)
 	}
 }
+
+// TestRecordPartReads: a record holding large values (an execution's
+// stdout, a table, a list, one nested record) is indexed field by field;
+// paths through its fields, column-first paths and path+slice reads from
+// parts equal the same reads of the whole value, and what parts cannot
+// answer is left to it.
+func TestRecordPartReads(t *testing.T) {
+	tv := testValues()
+	v := value.NewRecord(
+		value.F("exit", value.Int(0)),
+		value.F("stdout", tv["str"]),
+		value.F("rows", tv["table"]),
+		value.F("items", tv["list"]),
+		value.F("inner", value.NewRecord(value.F("log", tv["str"]), value.F("n", value.Int(3)))),
+		value.F("note", value.Str("small")),
+	)
+	e, err := Encode(v, 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := value.Marshal(v)
+	if !bytes.Equal(e.Bytes(), want) || e.Index == nil || e.Index.Kind != KindRecord {
+		t.Fatalf("record encoding differs from Marshal or has no index")
+	}
+	s := testStore(t)
+	r := NewReader(s, 64<<10)
+	hash, _, err := r.PutEncoded(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := e.Index.MarshalBinary()
+	var back Index
+	if err := back.UnmarshalBinary(b); err != nil || len(back.Fields) != 6 || back.Fields[1].Sub == nil || back.Fields[0].Sub != nil {
+		t.Fatalf("record index does not round-trip: %v", err)
+	}
+	for _, tc := range []struct {
+		path, slice string
+		parts       bool // answered from parts
+	}{
+		{".stdout", "100..200", true},
+		{".stdout", "-50..", true},
+		{".rows[5].name", "", true},
+		{".rows[-1]", "", true},
+		{".rows.name[2999]", "", true},
+		{".rows.name[-3]", "", true},
+		{".rows.name", "10..20", true},
+		{".rows", "2990..", true},
+		{".rows[5]", "", true},
+		{".rows[5].name", "0..3", true},
+		{".items[7].tag", "", true},
+		{".items", "5..9", true},
+		{".inner.log", "7..70", true},
+		{".inner.n", "", true},
+		{".exit", "", true},
+		{".note", "1..3", true},
+		{".stdout", "", false},      // the whole string
+		{".rows.name", "", false},   // a whole column
+		{".rows[5]", "0..1", false}, // a record cannot be sliced: the whole value says so
+		{".nope", "", false},
+		{".rows[3000]", "", false},
+		{"[0]", "", false},
+	} {
+		var p value.Path
+		if tc.path != "" {
+			if p, err = value.ParsePath(tc.path); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var sl value.Slice
+		if tc.slice != "" {
+			if sl, err = value.ParseSlice(tc.slice); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, off, ok, err := r.Part(hash, p, tc.path != "", sl, tc.slice != "")
+		if err != nil || ok != tc.parts {
+			t.Fatalf("%s %s: ok %v (want %v), err %v", tc.path, tc.slice, ok, tc.parts, err)
+		}
+		if !ok {
+			continue
+		}
+		wantV, err := p.Eval(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantOff := 0
+		if tc.slice != "" {
+			if wantV, wantOff, err = value.ApplySliceAt(wantV, sl); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if !value.Equal(got, wantV) || off != wantOff {
+			t.Fatalf("%s %s: differs from the whole value's answer (offset %d, want %d)", tc.path, tc.slice, off, wantOff)
+		}
+	}
+	if used, max := r.Cached(); used > max {
+		t.Fatalf("cache holds %d bytes, bound %d", used, max)
+	}
+	// A damaged small field is CORRUPT.
+	if err := s.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	f := e.Index.Fields[5]
+	blob := filepath.Join(s.Dir(), hash[:2], hash[2:4], hash)
+	fh, err := os.OpenFile(blob, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fh.WriteAt([]byte("X"), f.Off+int64(f.Len)-4)
+	fh.Close()
+	p, _ := value.ParsePath(".note")
+	if _, _, _, err := NewReader(s, 0).Part(hash, p, true, value.Slice{}, false); err == nil || rpc.AsError(err).Code != rpc.Corrupt {
+		t.Fatalf("damaged field: %v", err)
+	}
+}
