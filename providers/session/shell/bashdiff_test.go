@@ -31,7 +31,7 @@ var bashdiffRun = flag.String("bashdiff.run", "", "run only corpus snippets whos
 
 const (
 	bashPath    = "/bin/bash"
-	minPassRate = 0.94
+	minPassRate = 0.99
 	minSnippets = 300
 )
 
@@ -211,8 +211,8 @@ func runShoal(t *testing.T, dir, src string) outcome {
 // bashPrefix is how bash -c names itself in front of its own messages
 // ("bash: line 3: foo: command not found"). The evaluator is not called
 // bash and has no script lines to count, so the prefix is removed before
-// comparing; what follows it must be equal.
-var bashPrefix = regexp.MustCompile(`(?m)^(/bin/)?bash: (line \d+: )?`)
+// comparing (with the evaluator's bashPrefix); what follows it must be
+// equal.
 
 func normalizeBashStderr(s string) string { return bashPrefix.ReplaceAllString(s, "") }
 

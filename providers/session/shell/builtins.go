@@ -36,6 +36,7 @@ func init() {
 		// printf calls are rewritten to this name (compat.go).
 		printfBuiltin: builtinPrintf,
 		failBuiltin:   builtinFail,
+		bashBuiltin:   builtinBash,
 		testBuiltin:   builtinTest,
 		"open":        builtinOpen,
 		"from":        builtinFrom,

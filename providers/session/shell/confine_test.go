@@ -99,6 +99,11 @@ func TestConfinedEscapesFail(t *testing.T) {
 		"open " + state + "/token",
 		"ls " + state + "/token >/dev/null && cp " + state + "/token stolen && cat stolen",
 		"echo x > " + state + "/policy.toml",
+		// Sources that run under GNU bash (bash.go) are confined alike.
+		"exec 3>" + canary + "; echo x >&3",
+		"echo x >| " + canary,
+		": $BASHPID; echo x > " + canary + "; cat " + state + "/token",
+		"true | false; echo ${PIPESTATUS[@]} > " + canary,
 	} {
 		res, err := e.Run(context.Background(), src)
 		if err != nil {
@@ -121,5 +126,29 @@ func TestConfinedEscapesFail(t *testing.T) {
 	res, _ := e.Run(context.Background(), "echo x > "+canary)
 	if !slices.Contains(res.Marks, MarkConfined) || !slices.Contains(res.Denied, canary) {
 		t.Errorf("a refused redirection is not marked: marks %v denied %v", res.Marks, res.Denied)
+	}
+}
+
+// A source that needs bash runs under bash inside the domain, and its
+// state still comes back (the state files live in the FIFO directory).
+func TestConfinedBashFallback(t *testing.T) {
+	needBash(t)
+	e, ws, outside, _ := confinedShell(t)
+	res, err := e.Run(context.Background(), "exec 3>f.txt; echo via3 >&3; exec 3>&-; cat f.txt; v=$BASHPID; g() { echo g; }; echo x > "+filepath.Join(outside, "new"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Stdout != "via3\n" || !slices.Contains(res.Marks, MarkBash) {
+		t.Fatalf("stdout %q marks %v stderr %q", res.Stdout, res.Marks, res.Stderr)
+	}
+	if _, err := os.Stat(filepath.Join(outside, "new")); err == nil {
+		t.Fatal("bash wrote outside the workspace")
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws, "f.txt")); string(b) != "via3\n" {
+		t.Fatalf("f.txt = %q", b)
+	}
+	res, err = e.Run(context.Background(), "g; [ -n \"$v\" ] && echo set")
+	if err != nil || res.Stdout != "g\nset\n" {
+		t.Fatalf("state did not come back: %q %q %v", res.Stdout, res.Stderr, err)
 	}
 }

@@ -310,7 +310,11 @@ func (e *Evaluator) killGroups(gs []*group) {
 
 // spawn runs one external command to completion.
 func (e *Evaluator) spawn(ctx context.Context, ru *run, hc interp.HandlerContext, path string, args []string) error {
-	env := processEnv(hc.Env)
+	return e.spawnEnv(ctx, ru, hc, path, args, processEnv(hc.Env))
+}
+
+// spawnEnv is spawn with the process's environment given.
+func (e *Evaluator) spawnEnv(ctx context.Context, ru *run, hc interp.HandlerContext, path string, args, env []string) error {
 	if d := e.domainOf(ru); d != nil {
 		return e.spawnConfined(ctx, ru, hc, d, path, args, env)
 	}

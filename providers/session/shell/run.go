@@ -6,6 +6,7 @@ import (
 	"context"
 	"io"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -46,13 +47,16 @@ type run struct {
 	declHeads      []headAt        // declaration commands in the source, which interp runs without hooks
 	funcNames      map[string]bool // functions the source defines
 	unsetChecked   []string        // parameters the source expands with ${x?msg} or ${x:?msg}
+	need           bashNeeds       // whether the source must run under bash
+	bash           *bashRun        // set when it does
 
 	// rewords counts the entries of reword, which the interpreter's
 	// messages are checked against only while there are any; sawUnset
 	// says the interpreter reported an unset parameter (set -u,
 	// ${x?msg}), which bash makes a fatal error of status 127.
-	rewords  atomic.Int32
-	sawUnset atomic.Bool
+	rewords    atomic.Int32
+	sawUnset   atomic.Bool
+	errMidLine atomic.Bool // the last write to stderr did not end a line
 
 	mu             sync.Mutex
 	reword         map[string]string // a message the interpreter is about to print → bash's words
@@ -121,7 +125,7 @@ func (e *Evaluator) newRun(file *syntax.File) *run {
 		headSet:   make(map[string]int),
 		marks:     make(map[string]struct{}),
 	}
-	ru.stdout.filter, ru.stderr.filter = ru.filterMessage, ru.filterMessage
+	ru.stdout.filter, ru.stderr.filter = ru.filterMessage, ru.filterErr
 	ru.scan(file)
 	if len(file.Stmts) == 1 {
 		st := file.Stmts[0]
@@ -137,6 +141,7 @@ func (e *Evaluator) newRun(file *syntax.File) *run {
 // the run returns.
 func (ru *run) scan(file *syntax.File) {
 	syntax.Walk(file, func(n syntax.Node) bool {
+		ru.need.see(n)
 		switch n := n.(type) {
 		case *syntax.Stmt:
 			if n.Background || n.Coprocess || n.Disown {
@@ -166,6 +171,7 @@ func (ru *run) scan(file *syntax.File) {
 		}
 		return true
 	})
+	ru.need.finish()
 }
 
 // declDumps reports whether a declaration prints variables: export,
@@ -230,6 +236,33 @@ func (ru *run) filterMessage(p []byte) []byte {
 		return []byte(w)
 	}
 	return p
+}
+
+// bashPrefix is how bash -c starts its own messages.
+var bashPrefix = regexp.MustCompile(`(?m)^(/bin/)?bash: (line \d+: )?`)
+
+// filterErr is filterMessage for the run's stderr. Under the bash
+// fallback it also drops the "bash: line N: " in front of bash's own
+// messages: the interpreter has no script name or line to give, and a run
+// reads alike whichever ran it.
+func (ru *run) filterErr(p []byte) []byte {
+	p = ru.filterMessage(p)
+	if ru.bash == nil || len(p) == 0 {
+		return p
+	}
+	midLine := ru.errMidLine.Swap(p[len(p)-1] != '\n')
+	if !bytes.Contains(p, []byte("bash: ")) {
+		return p
+	}
+	if midLine {
+		// The first line continues one already written.
+		i := bytes.IndexByte(p, '\n')
+		if i < 0 {
+			return p
+		}
+		return append(p[:i+1:i+1], bashPrefix.ReplaceAll(p[i+1:], nil)...)
+	}
+	return bashPrefix.ReplaceAll(p, nil)
 }
 
 func (ru *run) effect(kind, target string) {
@@ -418,6 +451,10 @@ func (ru *run) result(exit int, changedEnv []string, raw bool) *Result {
 	})
 	for _, h := range heads {
 		res.Heads = append(res.Heads, h.name)
+	}
+	if ru.bash != nil && ru.bash.analysis != nil {
+		// bash ran the commands; the analysis of the source names them.
+		res.Heads = slices.Clone(ru.bash.analysis.Heads)
 	}
 	res.Detached = ru.detached
 	for m := range ru.marks {

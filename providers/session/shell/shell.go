@@ -68,6 +68,10 @@ type Options struct {
 	FifoDir string
 	// TempDir, when set, is the session's TMPDIR.
 	TempDir string
+	// Bash is the GNU bash that runs sources the interpreter cannot run
+	// as bash does (see docs/shell.md, Bash fidelity): "" finds /bin/bash
+	// or bash on PATH, "-" runs every source in the interpreter.
+	Bash string
 	// KillGrace is how long a process group has between SIGTERM and
 	// SIGKILL when its run is cancelled or the evaluator closes; default
 	// [DefaultKillGrace].
@@ -158,6 +162,7 @@ type Evaluator struct {
 	base       context.Context // cancelled by Close; parent of every run context
 	cancelBase context.CancelFunc
 	fg         chan struct{} // the foreground token, capacity 1
+	bash       string        // the bash of the fallback; "" for none
 
 	mu        sync.Mutex
 	closed    bool
@@ -220,6 +225,7 @@ func New(opts Options) (*Evaluator, error) {
 	}
 	e := &Evaluator{
 		opts:      opts,
+		bash:      findBash(opts.Bash),
 		fg:        make(chan struct{}, 1),
 		lingering: make(map[*run]context.CancelFunc),
 		groups:    make(map[int]*group),
@@ -325,6 +331,7 @@ func (e *Evaluator) RunWith(ctx context.Context, src string, opts RunOptions) (*
 			return nil, err
 		}
 	}
+	file = e.maybeBash(ru, r, src, file)
 	if err := interp.StdIO(nil, ru.stdout, ru.stderr)(r); err != nil {
 		ru.releaseForeground()
 		return nil, fmt.Errorf("run: %w", err)
@@ -355,6 +362,9 @@ func (e *Evaluator) RunWith(ctx context.Context, src string, opts RunOptions) (*
 		// An unset parameter under set -u or ${x?msg}: fatal with
 		// status 127 in bash, 1 in the interpreter.
 		exit = 127
+	}
+	if !panicked && runCtx.Err() == nil {
+		e.applyBash(ru, r)
 	}
 
 	changed := before.changed(r.Vars)

@@ -1,0 +1,283 @@
+package shell
+
+import (
+	"slices"
+	"strings"
+
+	"mvdan.cc/sh/v3/syntax"
+)
+
+// Some bash the interpreter cannot run as bash does, and no handler can
+// reach: file descriptors above 2, PIPESTATUS and FUNCNAME, declare -i,
+// anchored replacements, set -C. A source using such a construct runs
+// under GNU bash instead (bash.go). Whether it does is read off the
+// syntax tree in the walk the run makes anyway (run.scan): a type switch
+// per node, no second pass.
+
+// bashNeeds is what the scan learned about a source's need for bash.
+type bashNeeds struct {
+	why      string // the first construct only bash runs; "" when none
+	shoalish bool   // the source calls a Shoal-only builtin: it must stay in the interpreter
+	usesJq   bool   // jq is a builtin here; under bash it must be a program on PATH
+	usesTrap bool   // the source calls trap: the state is saved by code after it, not by an EXIT trap
+	// Names for checks that need the whole source: assignments to a
+	// name declared readonly (fatal in bash), declare -p of a name
+	// declared associative (bash's own listing).
+	readonly, assigned, assoc, printed []string
+}
+
+// bashOnlyVars are parameters bash sets and the interpreter leaves
+// empty.
+var bashOnlyVars = map[string]bool{
+	"PIPESTATUS": true, "FUNCNAME": true, "BASH_SOURCE": true, "BASH_LINENO": true,
+	"BASH_SUBSHELL": true, "BASHPID": true, "SECONDS": true, "EPOCHSECONDS": true,
+	"EPOCHREALTIME": true, "BASH_VERSINFO": true, "BASH_VERSION": true, "BASH_ARGV": true,
+	"BASH_ARGC": true, "BASH_ARGV0": true, "BASH_COMMAND": true, "BASH_EXECUTION_STRING": true,
+}
+
+// bashOnlyBuiltins are builtins the interpreter refuses as unsupported.
+var bashOnlyBuiltins = map[string]bool{
+	"kill": true, "jobs": true, "disown": true, "fg": true, "bg": true, "suspend": true,
+	"caller": true, "compgen": true, "complete": true, "compopt": true, "ulimit": true,
+	"enable": true, "fc": true, "history": true, "logout": true,
+}
+
+// shoalOnly are Shoal's builtins that no program stands in for.
+var shoalOnly = map[string]bool{"emit": true, "recv": true, "out": true, "open": true, "from": true}
+
+// The options the interpreter implements: set -o names (and their
+// letters) and shopt names.
+var (
+	interpSetOpts = map[string]bool{"allexport": true, "errexit": true, "noexec": true, "noglob": true,
+		"nounset": true, "xtrace": true, "pipefail": true}
+	interpShopts = map[string]bool{"dotglob": true, "expand_aliases": true, "extglob": true,
+		"globstar": true, "nocaseglob": true, "nullglob": true}
+)
+
+const interpSetFlags = "aefnux"
+
+// see is called by the scan for every node.
+func (b *bashNeeds) see(n syntax.Node) {
+	switch n := n.(type) {
+	case *syntax.Redirect:
+		b.because(redirReason(n))
+	case *syntax.ParamExp:
+		b.because(paramReason(n))
+	case *syntax.DeclClause:
+		b.because(b.decl(n))
+	case *syntax.CallExpr:
+		for _, as := range n.Assigns {
+			if as.Name != nil && len(b.assigned) < 64 {
+				b.assigned = append(b.assigned, as.Name.Value)
+			}
+		}
+		b.because(b.call(n))
+	case *syntax.ExtGlob:
+		if n.Op == syntax.GlobExcept {
+			b.because("the pattern !(…)")
+		}
+	case *syntax.Subshell:
+		if b.why == "" && trapIn(n.Stmts) {
+			b.because("trap in a subshell")
+		}
+	case *syntax.CmdSubst:
+		if b.why == "" && trapIn(n.Stmts) {
+			b.because("trap in a command substitution")
+		}
+	}
+}
+
+func (b *bashNeeds) because(why string) {
+	if b.why == "" {
+		b.why = why
+	}
+}
+
+// finish makes the checks that need the whole source.
+func (b *bashNeeds) finish() {
+	for _, name := range b.assigned {
+		if slices.Contains(b.readonly, name) {
+			b.because("assignment to readonly " + name)
+		}
+	}
+	for _, name := range b.printed {
+		if slices.Contains(b.assoc, name) {
+			b.because("declare -p of associative " + name)
+		}
+	}
+}
+
+func redirReason(r *syntax.Redirect) string {
+	if r.N != nil {
+		switch r.N.Value {
+		case "0", "1", "2":
+		default:
+			return "file descriptor " + r.N.Value
+		}
+	}
+	switch r.Op {
+	case syntax.ClbOut:
+		return "the redirection >|"
+	case syntax.RdrInOut:
+		return "the redirection <>"
+	case syntax.DplOut:
+		if lit := r.Word.Lit(); lit != "1" && lit != "2" && lit != "-" {
+			return "the redirection >&" + lit
+		}
+	case syntax.DplIn:
+		if lit := r.Word.Lit(); lit != "-" {
+			return "the redirection <&" + lit
+		}
+	}
+	return ""
+}
+
+func paramReason(p *syntax.ParamExp) string {
+	if p.Param != nil && bashOnlyVars[p.Param.Value] {
+		return "$" + p.Param.Value
+	}
+	if p.Repl != nil && !p.Repl.All && p.Repl.Orig != nil && len(p.Repl.Orig.Parts) > 0 {
+		if lit, ok := p.Repl.Orig.Parts[0].(*syntax.Lit); ok && (strings.HasPrefix(lit.Value, "#") || strings.HasPrefix(lit.Value, "%")) {
+			return "the anchored replacement ${x/" + lit.Value[:1] + "…}"
+		}
+	}
+	if p.Exp != nil && p.Exp.Op == syntax.OtherParamOps && p.Exp.Word != nil {
+		switch op := p.Exp.Word.Lit(); op {
+		case "Q", "A", "K", "k":
+			return "${x@" + op + "}"
+		}
+	}
+	return ""
+}
+
+// decl looks at a declaration: attributes the interpreter lacks, and the
+// names it makes readonly or associative or prints.
+func (b *bashNeeds) decl(d *syntax.DeclClause) string {
+	variant := d.Variant.Value
+	why := ""
+	readonly, assoc, print := variant == "readonly", false, false
+	for _, as := range d.Args {
+		if as.Naked && as.Name == nil && as.Value != nil {
+			lit := as.Value.Lit()
+			if len(lit) < 2 || (lit[0] != '-' && lit[0] != '+') || lit == "--" {
+				continue
+			}
+			flags := lit[1:]
+			switch {
+			case strings.ContainsAny(flags, "iltuI"):
+				why = variant + " " + lit
+			case strings.Contains(flags, "f") && (variant == "export" || strings.Contains(flags, "x")):
+				why = "export -f"
+			}
+			readonly = readonly || lit[0] == '-' && strings.Contains(flags, "r")
+			assoc = assoc || strings.Contains(flags, "A")
+			print = print || strings.Contains(flags, "p")
+			continue
+		}
+		name := ""
+		if as.Name != nil {
+			name = as.Name.Value
+		} else if as.Naked && as.Value != nil {
+			name = as.Value.Lit()
+		}
+		if name == "" || len(b.readonly)+len(b.assoc)+len(b.printed) > 64 {
+			continue
+		}
+		if readonly {
+			b.readonly = append(b.readonly, name)
+		}
+		if assoc {
+			b.assoc = append(b.assoc, name)
+		}
+		if print {
+			b.printed = append(b.printed, name)
+		}
+	}
+	return why
+}
+
+// call looks at a simple command by its literal name.
+func (b *bashNeeds) call(c *syntax.CallExpr) string {
+	if len(c.Args) == 0 {
+		return ""
+	}
+	name := c.Args[0].Lit()
+	switch {
+	case shoalOnly[name]:
+		b.shoalish = true
+	case name == "jq":
+		b.usesJq = true
+	case name == "trap":
+		b.usesTrap = true
+	case bashOnlyBuiltins[name]:
+		return "the builtin " + name
+	case name == "set":
+		return setReason(c.Args[1:])
+	case name == "shopt":
+		return shoptReason(c.Args[1:])
+	}
+	return ""
+}
+
+// setReason names a set option the interpreter lacks, or set -o's
+// listing (bash pads it).
+func setReason(args []*syntax.Word) string {
+	for i := 0; i < len(args); i++ {
+		a := args[i].Lit()
+		if len(a) < 2 || (a[0] != '-' && a[0] != '+') || a == "--" {
+			return ""
+		}
+		for _, c := range a[1:] {
+			if c == 'o' {
+				if i+1 >= len(args) {
+					return "set " + a[:1] + "o"
+				}
+				i++
+				if opt := args[i].Lit(); !interpSetOpts[opt] {
+					return "set -o " + opt
+				}
+				continue
+			}
+			if !strings.ContainsRune(interpSetFlags, c) {
+				return "set " + a[:1] + string(c)
+			}
+		}
+	}
+	return ""
+}
+
+// shoptReason names a shopt option the interpreter lacks, or a listing
+// (bash pads it).
+func shoptReason(args []*syntax.Word) string {
+	mode := ""
+	for _, w := range args {
+		switch a := w.Lit(); {
+		case a == "-s" || a == "-u" || a == "-q":
+			mode = a
+		case strings.HasPrefix(a, "-"):
+			return "shopt " + a
+		case mode == "":
+			return "shopt listing"
+		case mode != "-q" && !interpShopts[a]:
+			return "shopt " + mode + " " + a
+		}
+	}
+	if mode == "" || mode == "-s" && len(args) == 1 || mode == "-u" && len(args) == 1 {
+		return "shopt listing"
+	}
+	return ""
+}
+
+// trapIn reports whether stmts call trap.
+func trapIn(stmts []*syntax.Stmt) bool {
+	found := false
+	for _, st := range stmts {
+		syntax.Walk(st, func(n syntax.Node) bool {
+			if c, ok := n.(*syntax.CallExpr); ok && len(c.Args) > 0 && c.Args[0].Lit() == "trap" {
+				found = true
+			}
+			return !found
+		})
+	}
+	return found
+}
