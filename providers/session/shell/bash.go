@@ -50,6 +50,11 @@ const MarkBash = "bash"
 // bashBuiltin is the one command of a run that falls back: it runs bash.
 const bashBuiltin = "\x00bash"
 
+// maxBashSource is the longest source given to bash -c: Linux refuses
+// an argument of 128 KiB or more (MAX_ARG_STRLEN), and the saving code
+// may follow the source. A longer source stays in the interpreter.
+const maxBashSource = 120 << 10
+
 // bashRun is the fallback of one run.
 type bashRun struct {
 	src      string
@@ -91,7 +96,7 @@ func findBash(opt string) string {
 // the source needs bash and bash can run it.
 func (e *Evaluator) maybeBash(ru *run, r *interp.Runner, src string, file *syntax.File) *syntax.File {
 	n := &ru.need
-	if n.why == "" || n.shoalish || e.bash == "" {
+	if n.why == "" || n.shoalish || e.bash == "" || len(src) > maxBashSource {
 		return file
 	}
 	if n.usesJq {

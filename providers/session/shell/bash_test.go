@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -92,6 +93,8 @@ func TestBashFallbackNotTaken(t *testing.T) {
 	if err != nil || slices.Contains(res.Marks, MarkBash) {
 		t.Fatalf("a source calling emit ran under bash: %v %v", res.Marks, err)
 	}
+	// A source too long for one argument of bash -c.
+	runExpect(t, e2, `true | false; echo "[${PIPESTATUS[*]}]"`+"\n#"+strings.Repeat("x", maxBashSource), "[]\n", false)
 	// An ordinary source stays typed.
 	res = runExpect(t, e2, "ls", "", false)
 	if !res.Builtin {
