@@ -1,7 +1,6 @@
 package bus
 
 import (
-	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/shoal-sh/shoal/core/rpc"
+	"github.com/shoal-sh/shoal/core/wire"
 )
 
 // Defaults and limits. docs/events.md documents each.
@@ -245,7 +245,7 @@ func (b *Bus) PublishClient(channel string, payload json.RawMessage) (Event, err
 	if err != nil {
 		return Event{}, err
 	}
-	if markerShaped(payload) {
+	if wire.DropShaped(payload) {
 		return Event{}, rpc.Errorf(rpc.InvalidParams, "a payload whose only keys are dropped and latest_seq is reserved for the bus's drop markers; wrap it in another key, e.g. {\"report\": {...}}")
 	}
 	if err := b.admit(channel, payload); err != nil {
@@ -256,38 +256,6 @@ func (b *Bus) PublishClient(channel string, payload json.RawMessage) (Event, err
 		return Event{}, err
 	}
 	return b.publish(c, payload)
-}
-
-// markerShaped reports whether p is an object whose only keys are dropped
-// and latest_seq, the shape of a drop marker.
-func markerShaped(p json.RawMessage) bool {
-	if t := bytes.TrimLeft(p, " \t\r\n"); len(t) == 0 || t[0] != '{' {
-		return false
-	}
-	// A marker spells latest_seq, literally or with \u escapes; most
-	// payloads have neither and skip the decoding below.
-	if !bytes.Contains(p, []byte("latest_seq")) && !bytes.Contains(p, []byte(`\u`)) {
-		return false
-	}
-	// encoding/json matches keys case-insensitively and gives up at the
-	// first unknown key, which keeps this cheap for ordinary payloads; the
-	// map decode then confirms the exact spelling.
-	dec := json.NewDecoder(bytes.NewReader(p))
-	dec.DisallowUnknownFields()
-	var m struct {
-		Dropped   json.RawMessage `json:"dropped"`
-		LatestSeq json.RawMessage `json:"latest_seq"`
-	}
-	if dec.Decode(&m) != nil || m.Dropped == nil || m.LatestSeq == nil {
-		return false
-	}
-	var exact map[string]json.RawMessage
-	if json.Unmarshal(p, &exact) != nil || len(exact) != 2 {
-		return false
-	}
-	_, d := exact["dropped"]
-	_, l := exact["latest_seq"]
-	return d && l
 }
 
 // AttachDurable makes channel durable, backed by store: its next seq

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+
+	"github.com/shoal-sh/shoal/core/wire"
 )
 
 // Subscription is one subscriber of one channel: a cursor into the
@@ -275,15 +277,6 @@ func Marker(channel string, dropped, latestSeq uint64, ts int64) Event {
 // publishes cannot carry this payload shape (PublishClient refuses it), so
 // the answer is unambiguous on every channel.
 func IsMarker(ev Event) (dropped, latestSeq uint64, ok bool) {
-	if !markerShaped(ev.Payload) {
-		return 0, 0, false
-	}
-	var m struct {
-		Dropped   uint64 `json:"dropped"`
-		LatestSeq uint64 `json:"latest_seq"`
-	}
-	if json.Unmarshal(ev.Payload, &m) != nil {
-		return 0, 0, false
-	}
-	return m.Dropped, m.LatestSeq, true
+	d, ok := wire.Event{Payload: ev.Payload}.IsDrop()
+	return d.Dropped, d.LatestSeq, ok
 }

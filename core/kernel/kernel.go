@@ -29,6 +29,7 @@ import (
 	"github.com/shoal-sh/shoal/core/statedir"
 	"github.com/shoal-sh/shoal/core/uri"
 	"github.com/shoal-sh/shoal/core/version"
+	"github.com/shoal-sh/shoal/core/wire"
 )
 
 // Version is the kernel version reported by session.attach and status.
@@ -677,17 +678,21 @@ func (k *Kernel) attach(c *conn, raw json.RawMessage) (any, error) {
 	workspace := s.workspace
 	k.mu.Unlock()
 	k.attached(c)
-	return map[string]any{
-		"session":     caller.Session,
-		"principal":   caller.Principal,
-		"grants":      nonNil(caller.Grants),
-		"credential":  caller.Credential,
-		"workspace":   workspace,
-		"cwd":         k.cwd(caller.Session),
-		"confinement": k.confinement(caller.Session),
-		"channels":    StaticChannels,
-		"epoch":       k.bus.Epoch(),
-		"kernel":      map[string]any{"version": Version, "pid": os.Getpid(), "state_dir": k.stateDir, "socket": k.socket},
+	conf, err := json.Marshal(k.confinement(caller.Session))
+	if err != nil {
+		return nil, fmt.Errorf("session.attach: confinement: %w", err)
+	}
+	return wire.Attached{
+		Session:     caller.Session,
+		Principal:   caller.Principal,
+		Grants:      nonNil(caller.Grants),
+		Credential:  string(caller.Credential),
+		Workspace:   workspace,
+		Cwd:         k.cwd(caller.Session),
+		Confinement: conf,
+		Channels:    StaticChannels,
+		Epoch:       k.bus.Epoch(),
+		Kernel:      wire.AttachedKernel{Version: Version, PID: os.Getpid(), StateDir: k.stateDir, Socket: k.socket},
 	}, nil
 }
 

@@ -3,6 +3,7 @@ package kernel
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/shoal-sh/shoal/core/bus"
 	"github.com/shoal-sh/shoal/core/rpc"
 	"github.com/shoal-sh/shoal/core/uri"
+	"github.com/shoal-sh/shoal/core/wire"
 )
 
 // EventMethod is the notification method carrying event frames (K5).
@@ -76,14 +78,7 @@ func (k *Kernel) eventsPublish(_ context.Context, _ *conn, _ *core.Caller, raw j
 	if err != nil {
 		return nil, err
 	}
-	return published{ev.Channel, ev.Seq, ev.TS}, nil
-}
-
-// published is the answer of events.publish.
-type published struct {
-	Channel string `json:"channel"`
-	Seq     uint64 `json:"seq"`
-	TS      int64  `json:"ts"`
+	return wire.Published{Channel: ev.Channel, Seq: ev.Seq, TS: ev.TS}, nil
 }
 
 type subscribeParams struct {
@@ -154,7 +149,7 @@ func (k *Kernel) eventsSubscribe(_ context.Context, c *conn, caller *core.Caller
 	if err != nil {
 		return nil, err
 	}
-	return map[string]any{"channel": ch, "subscribed": true, "next_seq": r.NextSeq, "epoch": r.Epoch}, nil
+	return wire.Subscribed{Channel: ch, Subscribed: true, NextSeq: r.NextSeq, Epoch: r.Epoch}, nil
 }
 
 func (k *Kernel) eventsUnsubscribe(_ context.Context, c *conn, _ *core.Caller, raw json.RawMessage) (any, error) {
@@ -169,7 +164,7 @@ func (k *Kernel) eventsUnsubscribe(_ context.Context, c *conn, _ *core.Caller, r
 	if ok {
 		s.Close()
 	}
-	return map[string]any{"channel": ch, "unsubscribed": ok}, nil
+	return wire.Unsubscribed{Channel: ch, Unsubscribed: ok}, nil
 }
 
 func (k *Kernel) resourcesList(ctx context.Context, _ *conn, caller *core.Caller, raw json.RawMessage) (any, error) {
@@ -177,13 +172,13 @@ func (k *Kernel) resourcesList(ctx context.Context, _ *conn, caller *core.Caller
 		return nil, err
 	}
 	res, err := k.router.List(ctx, caller)
-	out := map[string]any{"resources": res}
-	if res == nil {
-		out["resources"] = []core.Resource{}
+	out := wire.ResourceList{Resources: make([]wire.Resource, len(res))}
+	for i, r := range res {
+		out.Resources[i] = wire.Resource{URI: r.URI, Name: r.Name, Description: r.Description, MimeType: r.MimeType}
 	}
 	if err != nil {
 		// One failing provider must not hide the rest; say what failed.
-		out["warnings"] = []string{err.Error()}
+		out.Warnings = []string{err.Error()}
 	}
 	return out, nil
 }
@@ -193,10 +188,11 @@ func (k *Kernel) resourcesTemplates(_ context.Context, _ *conn, _ *core.Caller, 
 		return nil, err
 	}
 	t := k.router.Templates()
-	if t == nil {
-		t = []core.Template{}
+	out := wire.TemplateList{ResourceTemplates: make([]wire.Template, len(t))}
+	for i, tt := range t {
+		out.ResourceTemplates[i] = wire.Template(tt)
 	}
-	return map[string]any{"resourceTemplates": t}, nil
+	return out, nil
 }
 
 type resourceReadParams struct {
@@ -288,7 +284,7 @@ func (k *Kernel) sessionClose(_ context.Context, _ *conn, caller *core.Caller, r
 		return nil, rpc.Errorf(rpc.Forbidden, "a connection can close only its own session (%s)", caller.Session)
 	}
 	k.CloseSession(name)
-	return map[string]any{"session": name, "closed": true}, nil
+	return wire.SessionClosed{Session: name, Closed: true}, nil
 }
 
 // CloseSession ends a session's state in every provider: its evaluator,
@@ -309,35 +305,43 @@ func (k *Kernel) status(_ context.Context, _ *conn, _ *core.Caller, raw json.Raw
 		return nil, err
 	}
 	k.mu.Lock()
-	sessions := make([]map[string]any, 0, len(k.sessions))
+	sessions := make([]wire.SessionStatus, 0, len(k.sessions))
 	for _, s := range k.sessions {
-		sessions = append(sessions, map[string]any{"name": s.name, "attached": s.attached, "created": s.created.UnixNano(), "workspace": s.workspace})
+		sessions = append(sessions, wire.SessionStatus{Name: s.name, Attached: s.attached, Created: s.created.UnixNano(), Workspace: s.workspace})
 	}
 	conns := len(k.conns)
 	k.mu.Unlock()
-	out := map[string]any{
-		"version":     Version,
-		"pid":         os.Getpid(),
-		"state_dir":   k.stateDir,
-		"socket":      k.socket,
-		"started":     k.started.UnixNano(),
-		"uptime_ms":   time.Since(k.started).Milliseconds(),
-		"connections": conns,
-		"sessions":    sessions,
-		"families":    k.router.Families(),
-		"methods":     k.MethodNames(),
-		"epoch":       k.bus.Epoch(),
-		"idle_exit":   k.opts.IdleExit.String(),
+	out := wire.Status{
+		Version:     Version,
+		PID:         os.Getpid(),
+		StateDir:    k.stateDir,
+		Socket:      k.socket,
+		Started:     k.started.UnixNano(),
+		UptimeMS:    time.Since(k.started).Milliseconds(),
+		Connections: conns,
+		Sessions:    sessions,
+		Families:    k.router.Families(),
+		Methods:     k.MethodNames(),
+		Epoch:       k.bus.Epoch(),
+		IdleExit:    k.opts.IdleExit.String(),
 	}
-	out["plugins"] = k.pluginStatus()
 	if js, ok := k.journal.(interface{ Stats() core.JournalStats }); ok {
-		out["journal"] = js.Stats()
+		st := wire.JournalStats(js.Stats())
+		out.Journal = &st
+	}
+	var err error
+	if out.Plugins, err = json.Marshal(k.pluginStatus()); err != nil {
+		return nil, fmt.Errorf("kernel.status: plugins: %w", err)
 	}
 	if s, ok := k.sessionSvc.(SessionConfinement); ok {
-		out["sandbox"] = s.SandboxStatus()
+		if out.Sandbox, err = json.Marshal(s.SandboxStatus()); err != nil {
+			return nil, fmt.Errorf("kernel.status: sandbox: %w", err)
+		}
 	}
 	if k.cluster != nil {
-		out["cluster"] = k.cluster.Status()
+		if out.Cluster, err = json.Marshal(k.cluster.Status()); err != nil {
+			return nil, fmt.Errorf("kernel.status: cluster: %w", err)
+		}
 	}
 	return out, nil
 }
@@ -346,7 +350,11 @@ func (k *Kernel) pluginList(_ context.Context, _ *conn, _ *core.Caller, raw json
 	if err := rpc.NoParams(raw); err != nil {
 		return nil, err
 	}
-	return map[string]any{"plugins": k.pluginStatus()}, nil
+	plugins, err := json.Marshal(k.pluginStatus())
+	if err != nil {
+		return nil, fmt.Errorf("plugin.list: %w", err)
+	}
+	return wire.PluginList{Plugins: plugins}, nil
 }
 
 // pluginStatus is the plugin host's status, [] when none is loaded.

@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/shoal-sh/shoal/core"
 	"github.com/shoal-sh/shoal/core/rpc"
 	"github.com/shoal-sh/shoal/core/uri"
+	"github.com/shoal-sh/shoal/core/wire"
 )
 
 // Wait bounds: a wait that names no timeout gets the default; none may
@@ -62,5 +64,9 @@ func (k *Kernel) wait(ctx context.Context, _ *conn, caller *core.Caller, raw jso
 	if err != nil && !timedOut {
 		return nil, err
 	}
-	return map[string]any{"target": p.Target, "satisfied": !timedOut, "timed_out": timedOut, "state": state}, nil
+	st, err := json.Marshal(state)
+	if err != nil {
+		return nil, fmt.Errorf("wait: state: %w", err)
+	}
+	return wire.WaitResult{Target: p.Target, Satisfied: !timedOut, TimedOut: timedOut, State: st}, nil
 }

@@ -192,7 +192,12 @@ func (p *Provider) mList(_ context.Context, c *core.Caller, raw json.RawMessage)
 	if plans == nil {
 		plans = []Record{}
 	}
-	return map[string]any{"plans": plans}, nil
+	return List{Plans: plans}, nil
+}
+
+// List is plan.list's answer (wire.PlanList on the wire).
+type List struct {
+	Plans []Record `json:"plans"`
 }
 
 func (p *Provider) mApprove(ctx context.Context, c *core.Caller, raw json.RawMessage) (any, error) {

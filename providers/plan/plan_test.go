@@ -253,7 +253,7 @@ func TestVisibility(t *testing.T) {
 				wantCode(t, err, rpc.NotFound, "")
 			}
 			list, _ := r.call(t, c, "plan.list", map[string]string{})
-			if n := len(list.(map[string]any)["plans"].([]Record)); n != 0 {
+			if n := len(list.(List).Plans); n != 0 {
 				t.Fatalf("plan.list shows %d plans", n)
 			}
 			res, _ := r.p.List(r.ctx, c)
@@ -280,7 +280,7 @@ func TestVisibility(t *testing.T) {
 		t.Fatal("a sees b's plan")
 	}
 	list, _ := r.call(t, human, "plan.list", map[string]string{})
-	plans := list.(map[string]any)["plans"].([]Record)
+	plans := list.(List).Plans
 	if len(plans) != 2 || plans[0].Ref != other.Ref {
 		t.Fatalf("approver's list (newest first): %+v", plans)
 	}
@@ -637,7 +637,7 @@ func TestEvictionKeepsLivePlans(t *testing.T) {
 		t.Fatalf("then the oldest: %v", err)
 	}
 	list, _ := r.call(t, a, "plan.list", map[string]string{})
-	if n := len(list.(map[string]any)["plans"].([]Record)); n != 9 {
+	if n := len(list.(List).Plans); n != 9 {
 		t.Fatalf("%d plans kept, want 9", n)
 	}
 }

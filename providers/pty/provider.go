@@ -13,6 +13,7 @@ import (
 	"github.com/shoal-sh/shoal/core"
 	"github.com/shoal-sh/shoal/core/rpc"
 	"github.com/shoal-sh/shoal/core/uri"
+	"github.com/shoal-sh/shoal/core/wire"
 )
 
 // Family is the URI family this package serves.
@@ -82,7 +83,7 @@ func (m *Manager) Read(_ context.Context, c *core.Caller, u *uri.URI) (*core.Con
 	session, _ := callerOf(c)
 	switch len(u.Segments) {
 	case 0:
-		return &core.Content{Record: listing{PTYs: m.PTYs(session)}}, nil
+		return &core.Content{Record: wire.PTYList{PTYs: m.PTYs(session)}}, nil
 	case 1:
 		s, err := m.Screen(session, u.Segments[0], 0)
 		if err != nil {
@@ -114,10 +115,6 @@ func (m *Manager) Needs() []core.Dependency {
 		core.Optional(core.ServiceJournal, &m.rows),
 		core.Optional(core.ServicePolicyCheck, &m.check),
 	}
-}
-
-type listing struct {
-	PTYs []Info `json:"ptys"`
 }
 
 // Methods implements core.MethodProvider.
@@ -295,7 +292,7 @@ func (m *Manager) methodList(_ context.Context, c *core.Caller, params json.RawM
 	if ptys == nil {
 		ptys = []Info{}
 	}
-	return listing{PTYs: ptys}, nil
+	return wire.PTYList{PTYs: ptys}, nil
 }
 
 // Wait bounds for pty.wait.

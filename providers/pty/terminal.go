@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/shoal-sh/shoal/core/wire"
 	"github.com/shoal-sh/shoal/providers/session/sandbox"
 	"io"
 	"os"
@@ -21,71 +22,17 @@ import (
 )
 
 // Screen is what a PTY read answers (SPEC S4): the rendered screen of the
-// terminal emulator and the state of the program behind it. It is a plain
-// JSON record.
-type Screen struct {
-	PTY     string `json:"pty"`
-	URI     string `json:"uri"`
-	Command string `json:"command"`
-	// Lines holds one string per row, trailing blanks trimmed.
-	Lines  []string `json:"lines"`
-	Cursor Cursor   `json:"cursor"`
-	Cols   int      `json:"cols"`
-	Rows   int      `json:"rows"`
-	Alive  bool     `json:"alive"`
-	// Exit is null while the program runs; 128+N when signal N ended it.
-	Exit   *int   `json:"exit"`
-	Signal string `json:"signal,omitempty"`
-	// Change grows each time output reached the screen or it was resized;
-	// two reads with the same Change saw the same screen.
-	Change    uint64 `json:"change"`
-	Title     string `json:"title,omitempty"`
-	AltScreen bool   `json:"alt_screen"`
-	// Scrollback holds the newest lines that scrolled off the top, oldest
-	// first, when the read asked for them.
-	Scrollback []string `json:"scrollback,omitempty"`
-}
-
-// Text is the screen as one string: rows joined by "\n", blank rows at the
-// bottom left out, so "$" in a wait pattern means "end of the last
-// non-blank row".
-func (s Screen) Text() string {
-	lines := s.Lines
-	for len(lines) > 0 && lines[len(lines)-1] == "" {
-		lines = lines[:len(lines)-1]
-	}
-	return strings.Join(lines, "\n")
-}
+// terminal emulator and the state of the program behind it.
+type Screen = wire.Screen
 
 // Cursor is the cursor position, 0-based, row first like Lines.
-type Cursor struct {
-	Row     int  `json:"row"`
-	Col     int  `json:"col"`
-	Visible bool `json:"visible"`
-}
+type Cursor = wire.Cursor
 
 // Info is one entry of a PTY listing.
-type Info struct {
-	PTY     string `json:"pty"`
-	URI     string `json:"uri"`
-	Command string `json:"command"`
-	Cwd     string `json:"cwd"`
-	Cols    int    `json:"cols"`
-	Rows    int    `json:"rows"`
-	Alive   bool   `json:"alive"`
-	Exit    *int   `json:"exit"`
-	Signal  string `json:"signal,omitempty"`
-	// Created is when the PTY was opened, ns since the Unix epoch.
-	Created int64 `json:"created"`
-}
+type Info = wire.PTYInfo
 
 // Closed is the answer to closing a PTY.
-type Closed struct {
-	PTY    string `json:"pty"`
-	Closed bool   `json:"closed"`
-	Exit   *int   `json:"exit"`
-	Signal string `json:"signal,omitempty"`
-}
+type Closed = wire.PTYClosed
 
 type exitStatus struct {
 	code   int

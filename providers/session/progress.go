@@ -7,6 +7,7 @@ import (
 
 	"github.com/shoal-sh/shoal/core"
 	"github.com/shoal-sh/shoal/core/rpc"
+	"github.com/shoal-sh/shoal/core/wire"
 	"github.com/shoal-sh/shoal/providers/session/shell"
 )
 
@@ -22,18 +23,7 @@ type followed struct {
 }
 
 // Progress is what exec.progress answers.
-type Progress struct {
-	Running   bool   `json:"running"`
-	Ref       string `json:"ref,omitempty"`
-	ElapsedMS int64  `json:"elapsed_ms"`
-	// Bytes and lines written so far, and the last line of output
-	// (stdout's, or stderr's when stdout has none), at most 200 bytes.
-	StdoutBytes int64  `json:"stdout_bytes"`
-	StdoutLines int64  `json:"stdout_lines"`
-	StderrBytes int64  `json:"stderr_bytes"`
-	StderrLines int64  `json:"stderr_lines"`
-	LastLine    string `json:"last_line,omitempty"`
-}
+type Progress = wire.Progress
 
 // execProgress serves exec.progress {key}: how far the caller's
 // execution started with that progress_key has got. An execution that

@@ -20,6 +20,7 @@ import (
 	"github.com/shoal-sh/shoal/core/bus"
 	"github.com/shoal-sh/shoal/core/rpc"
 	"github.com/shoal-sh/shoal/core/uri"
+	"github.com/shoal-sh/shoal/core/wire"
 	"github.com/shoal-sh/shoal/providers/journal"
 	"github.com/shoal-sh/shoal/providers/out"
 )
@@ -38,24 +39,9 @@ const (
 // keepFinished bounds finished tasks kept per session (newest kept).
 const keepFinished = 256
 
-// Record is a task as clients see it (SPEC T1).
-type Record struct {
-	ID          int    `json:"id"`
-	Task        string `json:"task"` // task:N
-	URI         string `json:"uri"`
-	Session     string `json:"session"`
-	Principal   string `json:"principal"`
-	State       string `json:"state"`
-	Source      string `json:"source"`
-	Description string `json:"description"`
-	Created     int64  `json:"created"`
-	Started     int64  `json:"started"`
-	Finished    int64  `json:"finished,omitempty"`
-	Exit        *int   `json:"exit"`
-	Error       string `json:"error,omitempty"`
-	ResultRef   string `json:"result_ref,omitempty"`
-	ValRef      string `json:"val_ref,omitempty"`
-}
+// Record is a task as clients see it (SPEC T1): task.get, task.cancel
+// and task.list answer it.
+type Record = wire.Task
 
 // Outcome is how a task's run ended.
 type Outcome struct {
@@ -531,7 +517,7 @@ func (p *Provider) Methods() map[string]core.Method {
 			if err := rpc.NoParams(raw); err != nil {
 				return nil, err
 			}
-			return map[string]any{"tasks": p.R.List(c.Session)}, nil
+			return wire.TaskList{Tasks: p.R.List(c.Session)}, nil
 		},
 		"task.get": func(_ context.Context, c *core.Caller, raw json.RawMessage) (any, error) {
 			id, err := taskParam(raw)

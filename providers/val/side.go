@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/shoal-sh/shoal/core/wire"
 	"github.com/shoal-sh/shoal/providers/val/cas"
 )
 
@@ -72,7 +73,7 @@ func (s *side) close() {
 }
 
 // issue returns a fresh ticket for one transfer.
-func (s *side) issue(t ticket) map[string]string {
+func (s *side) issue(t ticket) wire.StreamTicket {
 	var b [24]byte
 	rand.Read(b[:])
 	id := hex.EncodeToString(b[:])
@@ -86,7 +87,7 @@ func (s *side) issue(t ticket) map[string]string {
 	}
 	s.tickets[id] = t
 	s.mu.Unlock()
-	return map[string]string{"socket": s.path, "ticket": id}
+	return wire.StreamTicket{Socket: s.path, Ticket: id}
 }
 
 func (s *side) take(id string) (ticket, bool) {

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/shoal-sh/shoal/core/wire"
 )
 
 // sideGet reads blob hash whole from the side socket.
@@ -18,13 +20,13 @@ func sideGet(t *testing.T, p *Provider, hash string) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tk := res.(map[string]any)["stream"].(map[string]string)
-	nc, err := net.Dial("unix", tk["socket"])
+	tk := res.(wire.BlobGetTicket).Stream
+	nc, err := net.Dial("unix", tk.Socket)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	fmt.Fprintf(nc, "%s\n", tk["ticket"])
+	fmt.Fprintf(nc, "%s\n", tk.Ticket)
 	got, err := io.ReadAll(nc)
 	if err != nil {
 		t.Fatal(err)

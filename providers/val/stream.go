@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/shoal-sh/shoal/core/rpc"
+	"github.com/shoal-sh/shoal/core/wire"
 	"github.com/shoal-sh/shoal/providers/val/cas"
 )
 
@@ -141,7 +142,7 @@ func (p *Provider) chunked(in BlobPutParams, data []byte) (any, error) {
 	u.size += int64(len(data))
 	u.last = time.Now()
 	if in.More {
-		return map[string]any{"upload": id, "size": u.size}, nil
+		return wire.BlobUpload{Upload: id, Size: u.size}, nil
 	}
 	p.uploads.drop(id)
 	u.w.Close()

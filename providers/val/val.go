@@ -28,6 +28,7 @@ import (
 	"github.com/shoal-sh/shoal/core/rpc"
 	"github.com/shoal-sh/shoal/core/uri"
 	"github.com/shoal-sh/shoal/core/value"
+	"github.com/shoal-sh/shoal/core/wire"
 	"github.com/shoal-sh/shoal/providers/val/cas"
 	"github.com/shoal-sh/shoal/providers/val/spill"
 )
@@ -279,11 +280,7 @@ type BlobGetParams struct {
 }
 
 // BlobGetResult is blob.get's answer.
-type BlobGetResult struct {
-	Hash string `json:"hash"`
-	Size int64  `json:"size"`
-	B64  string `json:"b64"`
-}
+type BlobGetResult = wire.BlobGet
 
 func (p *Provider) blobGet(ctx context.Context, c *core.Caller, params json.RawMessage) (any, error) {
 	var in BlobGetParams
@@ -308,7 +305,7 @@ func (p *Provider) blobGet(ctx context.Context, c *core.Caller, params json.RawM
 		if p.side == nil {
 			return nil, rpc.Errorf(rpc.Unavailable, "blob.get: the side socket is off on this kernel; read in ranges (offset, length)")
 		}
-		return map[string]any{"hash": hash, "size": size, "stream": p.side.issue(ticket{hash: hash})}, nil
+		return wire.BlobGetTicket{Hash: hash, Size: size, Stream: p.side.issue(ticket{hash: hash})}, nil
 	}
 	if size > p.ceiling {
 		return nil, rpc.Errorf(rpc.TooLarge, "blob %s is %d bytes, above the raw ceiling of %d bytes; read it in ranges (offset, length) or as shoal://val/%s with path and slice", hash, size, p.ceiling, hash)
@@ -338,11 +335,7 @@ type BlobPutParams struct {
 }
 
 // BlobPutResult is blob.put's answer.
-type BlobPutResult struct {
-	Ref  string `json:"ref"`
-	Hash string `json:"hash"`
-	Size int64  `json:"size"`
-}
+type BlobPutResult = wire.BlobPut
 
 func (p *Provider) blobPut(ctx context.Context, c *core.Caller, params json.RawMessage) (any, error) {
 	var in BlobPutParams
@@ -374,7 +367,7 @@ func (p *Provider) blobPut(ctx context.Context, c *core.Caller, params json.RawM
 		if p.side == nil {
 			return nil, rpc.Errorf(rpc.Unavailable, "blob.put: the side socket is off on this kernel; send chunks (\"more\": true, then \"upload\")")
 		}
-		return map[string]any{"stream": p.side.issue(ticket{put: true})}, nil
+		return wire.BlobPutTicket{Stream: p.side.issue(ticket{put: true})}, nil
 	}
 	switch {
 	case data != nil:

@@ -13,6 +13,7 @@ import (
 	"strconv"
 
 	"github.com/shoal-sh/shoal/core/rpc"
+	"github.com/shoal-sh/shoal/core/wire"
 
 	"github.com/zeebo/blake3"
 )
@@ -23,32 +24,21 @@ import (
 const BlobChunk = 1 << 20
 
 // BlobPutResult is what BlobPut stored.
-type BlobPutResult struct {
-	Ref  string `json:"ref"`
-	Hash string `json:"hash"`
-	Size int64  `json:"size"`
-}
+type BlobPutResult = wire.BlobPut
 
 // BlobPut stores everything r gives, of any size, in the content store:
 // raw on the kernel's side socket when it has one (blob.put {stream}),
 // else in chunks of BlobChunk bytes (blob.put with more/upload).
 func (c *Client) BlobPut(ctx context.Context, r io.Reader) (*BlobPutResult, error) {
-	var st struct {
-		Stream *streamTicket `json:"stream"`
-	}
-	if err := c.Call(ctx, "blob.put", map[string]bool{"stream": true}, &st); err == nil && st.Stream != nil {
-		return putStream(ctx, st.Stream, r)
+	var st wire.BlobPutTicket
+	if err := c.Call(ctx, "blob.put", map[string]bool{"stream": true}, &st); err == nil && st.Stream.Ticket != "" {
+		return putStream(ctx, &st.Stream, r)
 	}
 	return c.blobPutChunks(ctx, r)
 }
 
-// streamTicket is where and with what to open a side-socket transfer.
-type streamTicket struct {
-	Socket string `json:"socket"`
-	Ticket string `json:"ticket"`
-}
-
-func (t *streamTicket) dial(ctx context.Context) (*net.UnixConn, error) {
+// dial opens the side-socket transfer of ticket t.
+func dial(ctx context.Context, t *wire.StreamTicket) (*net.UnixConn, error) {
 	var d net.Dialer
 	nc, err := d.DialContext(ctx, "unix", t.Socket)
 	if err != nil {
@@ -62,8 +52,8 @@ func (t *streamTicket) dial(ctx context.Context) (*net.UnixConn, error) {
 	return uc, nil
 }
 
-func putStream(ctx context.Context, t *streamTicket, r io.Reader) (*BlobPutResult, error) {
-	uc, err := t.dial(ctx)
+func putStream(ctx context.Context, t *wire.StreamTicket, r io.Reader) (*BlobPutResult, error) {
+	uc, err := dial(ctx, t)
 	if err != nil {
 		return nil, err
 	}
@@ -132,10 +122,7 @@ func (c *Client) blobPutChunks(ctx context.Context, r io.Reader) (*BlobPutResult
 			}
 			return &res, nil
 		}
-		var res struct {
-			Upload string `json:"upload"`
-			Size   int64  `json:"size"`
-		}
+		var res wire.BlobUpload
 		if err := c.Call(ctx, "blob.put", rpc.Encoded(params), &res); err != nil {
 			return nil, err
 		}
@@ -162,13 +149,9 @@ func readChunk(r io.Reader, buf []byte) (int, error) {
 // whose blake3 it checks against the hash. Either failure is an error
 // after the bytes were written.
 func (c *Client) BlobGet(ctx context.Context, hash string, w io.Writer) (int64, error) {
-	var st struct {
-		Hash   string        `json:"hash"`
-		Size   int64         `json:"size"`
-		Stream *streamTicket `json:"stream"`
-	}
-	if err := c.Call(ctx, "blob.get", map[string]any{"hash": hash, "stream": true}, &st); err == nil && st.Stream != nil {
-		uc, err := st.Stream.dial(ctx)
+	var st wire.BlobGetTicket
+	if err := c.Call(ctx, "blob.get", map[string]any{"hash": hash, "stream": true}, &st); err == nil && st.Stream.Ticket != "" {
+		uc, err := dial(ctx, &st.Stream)
 		if err != nil {
 			return 0, err
 		}
@@ -230,10 +213,7 @@ func parseRange(raw []byte) (blobRange, error) {
 	if i := bytes.LastIndex(raw, []byte(key)); i >= 0 && bytes.HasSuffix(raw, []byte(`"}`)) {
 		b64 := raw[i+len(key) : len(raw)-2]
 		if bytes.IndexByte(b64, '"') < 0 && bytes.IndexByte(b64, '\\') < 0 {
-			var head struct {
-				Hash string `json:"hash"`
-				Size int64  `json:"size"`
-			}
+			var head wire.BlobRange
 			rest := append(append([]byte(nil), raw[:i]...), '}')
 			if err := json.Unmarshal(rest, &head); err != nil {
 				return blobRange{}, err
@@ -243,11 +223,10 @@ func parseRange(raw []byte) (blobRange, error) {
 			return blobRange{head.Hash, head.Size, data[:n]}, err
 		}
 	}
-	var r struct {
-		Hash string `json:"hash"`
-		Size int64  `json:"size"`
-		B64  []byte `json:"b64"`
+	var r wire.BlobRange
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return blobRange{}, err
 	}
-	err := json.Unmarshal(raw, &r)
-	return blobRange{r.Hash, r.Size, r.B64}, err
+	data, err := base64.StdEncoding.DecodeString(r.B64)
+	return blobRange{r.Hash, r.Size, data}, err
 }

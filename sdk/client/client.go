@@ -20,7 +20,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/shoal-sh/shoal/core/bus"
 	"github.com/shoal-sh/shoal/core/rpc"
 	"github.com/shoal-sh/shoal/core/statedir"
 	"github.com/shoal-sh/shoal/core/wire"
@@ -63,48 +62,15 @@ type Options struct {
 	DialTimeout time.Duration
 }
 
-// Event is one event frame.
-type Event struct {
-	Channel string          `json:"channel"`
-	Seq     uint64          `json:"seq"`
-	TS      int64           `json:"ts"`
-	Payload json.RawMessage `json:"payload"`
-}
+// Event is one event frame; its IsDrop reports whether it is a
+// synthetic drop marker and decodes it.
+type Event = wire.Event
 
-// Drop is the payload of a synthetic drop marker; IsDrop reports whether
-// an event is one.
-type Drop struct {
-	Dropped   uint64 `json:"dropped"`
-	LatestSeq uint64 `json:"latest_seq"`
-}
-
-// IsDrop reports whether ev is a synthetic drop marker and decodes it.
-func (ev Event) IsDrop() (Drop, bool) {
-	dropped, latest, ok := bus.IsMarker(bus.Event{Channel: ev.Channel, Seq: ev.Seq, TS: ev.TS, Payload: ev.Payload})
-	return Drop{dropped, latest}, ok
-}
+// Drop is the payload of a synthetic drop marker.
+type Drop = wire.Drop
 
 // Attached is the answer of session.attach.
-type Attached struct {
-	Session   string   `json:"session"`
-	Principal string   `json:"principal"`
-	Grants    []string `json:"grants"`
-	Workspace string   `json:"workspace"`
-	// Credential is "agent" or "operator": which token attached.
-	Credential string `json:"credential"`
-	// Confinement says how the OS confines the session's executions
-	// ({"confined": true, …}, see docs/security.md).
-	Confinement json.RawMessage `json:"confinement,omitempty"`
-	Cwd         string          `json:"cwd"`
-	Channels    []string        `json:"channels"`
-	Epoch       string          `json:"epoch"`
-	Kernel      struct {
-		Version  string `json:"version"`
-		PID      int    `json:"pid"`
-		StateDir string `json:"state_dir"`
-		Socket   string `json:"socket"`
-	} `json:"kernel"`
-}
+type Attached = wire.Attached
 
 // Client is one attached kernel connection. Safe for concurrent use.
 type Client struct {
@@ -258,15 +224,7 @@ func (c *Client) Read(ctx context.Context, target string) (*ReadResult, error) {
 }
 
 // Page is an events.read answer.
-type Page struct {
-	Channel   string  `json:"channel"`
-	Events    []Event `json:"events"`
-	OldestSeq *uint64 `json:"oldest_seq"`
-	LatestSeq *uint64 `json:"latest_seq"`
-	NextSeq   uint64  `json:"next_seq"`
-	Epoch     string  `json:"epoch"`
-	Truncated bool    `json:"truncated"`
-}
+type Page = wire.Page
 
 // Events reads a channel after since (nil: from the oldest retained).
 func (c *Client) Events(ctx context.Context, channel string, since *uint64, limit int) (*Page, error) {
@@ -285,11 +243,7 @@ func (c *Client) Events(ctx context.Context, channel string, since *uint64, limi
 }
 
 // Published is the answer of events.publish.
-type Published struct {
-	Channel string `json:"channel"`
-	Seq     uint64 `json:"seq"`
-	TS      int64  `json:"ts"`
-}
+type Published = wire.Published
 
 // Publish publishes a user.* event.
 func (c *Client) Publish(ctx context.Context, channel string, payload any) (*Published, error) {
@@ -305,11 +259,7 @@ func (c *Client) Publish(ctx context.Context, channel string, payload any) (*Pub
 }
 
 // Subscribed is the answer of events.subscribe.
-type Subscribed struct {
-	Channel string `json:"channel"`
-	NextSeq uint64 `json:"next_seq"`
-	Epoch   string `json:"epoch"`
-}
+type Subscribed = wire.Subscribed
 
 // Subscribe asks for pushed events of a channel; they arrive at
 // Options.OnEvent.

@@ -1,0 +1,441 @@
+package wire
+
+import (
+	"encoding/json"
+	"strings"
+)
+
+// The answers of the kernel methods (docs/kernel.md, Methods), one type
+// each, shared by the kernel, sdk/client, the facade and the CLI. Types
+// that replaced a map keep their members in alphabetical order, the order
+// encoding/json gave the map's keys, so the bytes on the wire did not
+// change. TestAnswersMatchWire (internal/boot) keeps the records that a
+// provider declares in its own package (plans, PTY screens, journal rows,
+// events) member-for-member equal to the ones here.
+
+// Attached is session.attach's answer.
+type Attached struct {
+	Channels []string `json:"channels"`
+	// Confinement says how the OS confines the session's executions
+	// ({"confined": true, …}, see docs/security.md).
+	Confinement json.RawMessage `json:"confinement,omitempty"`
+	// Credential is "agent" or "operator": which token attached.
+	Credential string         `json:"credential"`
+	Cwd        string         `json:"cwd"`
+	Epoch      string         `json:"epoch"`
+	Grants     []string       `json:"grants"`
+	Kernel     AttachedKernel `json:"kernel"`
+	Principal  string         `json:"principal"`
+	Session    string         `json:"session"`
+	Workspace  string         `json:"workspace"`
+}
+
+// AttachedKernel is the kernel session.attach reached.
+type AttachedKernel struct {
+	PID      int    `json:"pid"`
+	Socket   string `json:"socket"`
+	StateDir string `json:"state_dir"`
+	Version  string `json:"version"`
+}
+
+// SessionClosed is session.close's answer.
+type SessionClosed struct {
+	Closed  bool   `json:"closed"`
+	Session string `json:"session"`
+}
+
+// Progress is exec.progress's answer; Running is false once the
+// execution ended (or never was).
+type Progress struct {
+	Running   bool   `json:"running"`
+	Ref       string `json:"ref,omitempty"`
+	ElapsedMS int64  `json:"elapsed_ms"`
+	// Bytes and lines written so far, and the last line of output
+	// (stdout's, or stderr's when stdout has none), at most 200 bytes.
+	StdoutBytes int64  `json:"stdout_bytes"`
+	StdoutLines int64  `json:"stdout_lines"`
+	StderrBytes int64  `json:"stderr_bytes"`
+	StderrLines int64  `json:"stderr_lines"`
+	LastLine    string `json:"last_line,omitempty"`
+}
+
+// BlobGet is blob.get's answer for a whole blob.
+type BlobGet struct {
+	Hash string `json:"hash"`
+	Size int64  `json:"size"`
+	B64  string `json:"b64"`
+}
+
+// BlobRange is blob.get's answer for a range ({offset, length}): Size is
+// the whole blob's, B64 the range's bytes.
+type BlobRange struct {
+	Hash   string `json:"hash"`
+	Size   int64  `json:"size"`
+	Offset int64  `json:"offset"`
+	B64    string `json:"b64"`
+}
+
+// BlobGetTicket is blob.get's answer to {stream: true}: the ticket that
+// reads the blob raw from the side socket.
+type BlobGetTicket struct {
+	Hash   string       `json:"hash"`
+	Size   int64        `json:"size"`
+	Stream StreamTicket `json:"stream"`
+}
+
+// BlobPutTicket is blob.put's answer to {stream: true}: the ticket that
+// sends the blob raw on the side socket.
+type BlobPutTicket struct {
+	Stream StreamTicket `json:"stream"`
+}
+
+// StreamTicket is where and with what to open a side-socket transfer.
+type StreamTicket struct {
+	Socket string `json:"socket"`
+	Ticket string `json:"ticket"`
+}
+
+// BlobPut is blob.put's answer once the blob is stored.
+type BlobPut struct {
+	Ref  string `json:"ref"`
+	Hash string `json:"hash"`
+	Size int64  `json:"size"`
+}
+
+// BlobUpload is blob.put's answer to a chunk with {more: true}: the open
+// upload and the bytes it holds so far.
+type BlobUpload struct {
+	Size   int64  `json:"size"`
+	Upload string `json:"upload"`
+}
+
+// Task is a task record (task.get, task.cancel, task.list's items).
+type Task struct {
+	ID          int    `json:"id"`
+	Task        string `json:"task"` // task:N
+	URI         string `json:"uri"`
+	Session     string `json:"session"`
+	Principal   string `json:"principal"`
+	State       string `json:"state"`
+	Source      string `json:"source"`
+	Description string `json:"description"`
+	Created     int64  `json:"created"`
+	Started     int64  `json:"started"`
+	Finished    int64  `json:"finished,omitempty"`
+	Exit        *int   `json:"exit"`
+	Error       string `json:"error,omitempty"`
+	ResultRef   string `json:"result_ref,omitempty"`
+	ValRef      string `json:"val_ref,omitempty"`
+}
+
+// TaskList is task.list's answer, newest first.
+type TaskList struct {
+	Tasks []Task `json:"tasks"`
+}
+
+// Plan is a plan record (plan.create, plan.get, plan.approve,
+// plan.reject, plan.list's items).
+type Plan struct {
+	Ref       string `json:"ref"`
+	URI       string `json:"uri"`
+	Session   string `json:"session"`
+	Principal string `json:"principal"`
+	Source    string `json:"source"`
+	// Cwd is the working directory the plan was made for.
+	Cwd     string `json:"cwd"`
+	Created int64  `json:"created"`
+	// Effects are the distinct effect kinds; EffectDetails has every
+	// effect with its target and reversibility.
+	Effects       []string       `json:"effects"`
+	EffectDetails []PlanEffect   `json:"effect_details"`
+	Heads         []string       `json:"heads"`
+	Reversible    bool           `json:"reversible"`
+	Estimates     PlanEstimate   `json:"estimates"`
+	Dynamic       bool           `json:"dynamic"`
+	Uncertain     []string       `json:"uncertain"`
+	Verdict       string         `json:"verdict"`
+	Reasons       []PolicyReason `json:"reasons"`
+	// Approval is pending, approved, rejected or not_needed.
+	Approval       string `json:"approval"`
+	ApprovedBy     string `json:"approved_by,omitempty"`
+	RejectedBy     string `json:"rejected_by,omitempty"`
+	DecisionReason string `json:"decision_reason,omitempty"`
+	Decided        int64  `json:"decided,omitempty"`
+	Applied        bool   `json:"applied"`
+	AppliedRef     string `json:"applied_ref,omitempty"`
+	// Next says what can be done with the plan now.
+	Next string `json:"next"`
+}
+
+// PlanEffect is one effect of a plan (docs/policy.md names the kinds and
+// the flags).
+type PlanEffect struct {
+	Kind   string `json:"kind"`
+	Target string `json:"target,omitempty"`
+	// Head is the command the effect comes from; Sub its subcommand.
+	Head       string        `json:"head,omitempty"`
+	Sub        string        `json:"sub,omitempty"`
+	Recursive  bool          `json:"recursive,omitempty"`
+	Force      bool          `json:"force,omitempty"`
+	Dynamic    bool          `json:"dynamic,omitempty"`
+	Glob       bool          `json:"glob,omitempty"`
+	Overwrite  bool          `json:"overwrite,omitempty"`
+	Unbounded  bool          `json:"unbounded,omitempty"`
+	Machine    bool          `json:"machine,omitempty"`
+	Reversible bool          `json:"reversible"`
+	Reason     string        `json:"reason"`
+	Estimate   *PlanEstimate `json:"estimate,omitempty"`
+	Executes   bool          `json:"executes,omitempty"`
+}
+
+// PlanEstimate is how much a plan's deletes and overwrites touch.
+type PlanEstimate struct {
+	Files     int64 `json:"files"`
+	Bytes     int64 `json:"bytes"`
+	Truncated bool  `json:"truncated,omitempty"`
+}
+
+// PolicyReason is one rule's part in a verdict.
+type PolicyReason struct {
+	Effect  string `json:"effect"`
+	Target  string `json:"target,omitempty"`
+	Head    string `json:"head,omitempty"`
+	Rule    string `json:"rule"`
+	Verdict string `json:"verdict"`
+}
+
+// PlanList is plan.list's answer.
+type PlanList struct {
+	Plans []Plan `json:"plans"`
+}
+
+// Screen is a PTY's screen (pty.open, pty.write, pty.read, pty.resize,
+// pty.wait).
+type Screen struct {
+	PTY     string `json:"pty"`
+	URI     string `json:"uri"`
+	Command string `json:"command"`
+	// Lines holds one string per row, trailing blanks trimmed.
+	Lines  []string `json:"lines"`
+	Cursor Cursor   `json:"cursor"`
+	Cols   int      `json:"cols"`
+	Rows   int      `json:"rows"`
+	Alive  bool     `json:"alive"`
+	// Exit is null while the program runs; 128+N when signal N ended it.
+	Exit   *int   `json:"exit"`
+	Signal string `json:"signal,omitempty"`
+	// Change grows each time output reached the screen or it was resized.
+	Change     uint64   `json:"change"`
+	Title      string   `json:"title,omitempty"`
+	AltScreen  bool     `json:"alt_screen"`
+	Scrollback []string `json:"scrollback,omitempty"`
+}
+
+// Text is the screen as one string: rows joined by "\n", blank rows at
+// the bottom left out, so "$" in a wait pattern means "end of the last
+// non-blank row".
+func (s Screen) Text() string {
+	lines := s.Lines
+	for len(lines) > 0 && lines[len(lines)-1] == "" {
+		lines = lines[:len(lines)-1]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Cursor is a screen's cursor, 0-based, row first like Lines.
+type Cursor struct {
+	Row     int  `json:"row"`
+	Col     int  `json:"col"`
+	Visible bool `json:"visible"`
+}
+
+// PTYInfo is one entry of pty.list.
+type PTYInfo struct {
+	PTY     string `json:"pty"`
+	URI     string `json:"uri"`
+	Command string `json:"command"`
+	Cwd     string `json:"cwd"`
+	Cols    int    `json:"cols"`
+	Rows    int    `json:"rows"`
+	Alive   bool   `json:"alive"`
+	Exit    *int   `json:"exit"`
+	Signal  string `json:"signal,omitempty"`
+	// Created is when the PTY was opened, ns since the Unix epoch.
+	Created int64 `json:"created"`
+}
+
+// PTYList is pty.list's answer.
+type PTYList struct {
+	PTYs []PTYInfo `json:"ptys"`
+}
+
+// PTYClosed is pty.close's answer.
+type PTYClosed struct {
+	PTY    string `json:"pty"`
+	Closed bool   `json:"closed"`
+	Exit   *int   `json:"exit"`
+	Signal string `json:"signal,omitempty"`
+}
+
+// JournalRow is one journal row.
+type JournalRow struct {
+	EntryID   uint64 `json:"entry_id"`
+	TS        int64  `json:"ts"`
+	Session   string `json:"session"`
+	Principal string `json:"principal"`
+	// Kind says what was journaled: exec, plan.apply, approval, pty.open.
+	Kind       string   `json:"kind"`
+	Head       string   `json:"head"`
+	Source     string   `json:"source"`
+	Effects    []string `json:"effects"`
+	OK         bool     `json:"ok"`
+	Exit       int      `json:"exit"`
+	Ref        string   `json:"ref,omitempty"`
+	DurationNS int64    `json:"duration_ns,omitempty"`
+}
+
+// JournalRows is journal.query's answer for the local journal.
+type JournalRows struct {
+	Rows []JournalRow `json:"rows"`
+}
+
+// ClusterJournalRow is a row of journal.query with scope "cluster": the
+// kernel that journaled it and its host beside the row.
+type ClusterJournalRow struct {
+	JournalRow
+	Kernel string `json:"kernel"`
+	Host   string `json:"host"`
+}
+
+// ClusterJournalRows is journal.query's answer with scope "cluster".
+// Scanned is how many cluster journal messages the query looked at;
+// Complete is false when it stopped at its scan bound first.
+type ClusterJournalRows struct {
+	Scope    string              `json:"scope"` // "cluster"
+	Rows     []ClusterJournalRow `json:"rows"`
+	Scanned  int                 `json:"scanned"`
+	Complete bool                `json:"complete"`
+}
+
+// JournalStats are the journal's counters in kernel.status.
+type JournalStats struct {
+	Rows     uint64 `json:"rows"`
+	Commits  uint64 `json:"commits"`
+	WaitNS   uint64 `json:"wait_ns"`
+	CommitNS uint64 `json:"commit_ns"`
+}
+
+// Event is one event of a channel (events.read's items, and the params
+// of an events.event notification).
+type Event struct {
+	Channel string          `json:"channel"`
+	Seq     uint64          `json:"seq"`
+	TS      int64           `json:"ts"`
+	Payload json.RawMessage `json:"payload"`
+}
+
+// Page is events.read's answer.
+type Page struct {
+	Channel   string  `json:"channel"`
+	Events    []Event `json:"events"`
+	OldestSeq *uint64 `json:"oldest_seq"`
+	LatestSeq *uint64 `json:"latest_seq"`
+	NextSeq   uint64  `json:"next_seq"`
+	Epoch     string  `json:"epoch"`
+	Truncated bool    `json:"truncated"`
+}
+
+// Published is events.publish's answer.
+type Published struct {
+	Channel string `json:"channel"`
+	Seq     uint64 `json:"seq"`
+	TS      int64  `json:"ts"`
+}
+
+// Subscribed is events.subscribe's answer.
+type Subscribed struct {
+	Channel    string `json:"channel"`
+	Epoch      string `json:"epoch"`
+	NextSeq    uint64 `json:"next_seq"`
+	Subscribed bool   `json:"subscribed"`
+}
+
+// Unsubscribed is events.unsubscribe's answer; Unsubscribed is false when
+// the connection was not subscribed.
+type Unsubscribed struct {
+	Channel      string `json:"channel"`
+	Unsubscribed bool   `json:"unsubscribed"`
+}
+
+// Resource is one listed resource.
+type Resource struct {
+	URI         string `json:"uri"`
+	Name        string `json:"name"`
+	Description string `json:"description,omitempty"`
+	MimeType    string `json:"mimeType"`
+}
+
+// ResourceList is resources.list's answer; Warnings say which provider
+// failed to list.
+type ResourceList struct {
+	Resources []Resource `json:"resources"`
+	Warnings  []string   `json:"warnings,omitempty"`
+}
+
+// Template is one resource template.
+type Template struct {
+	URITemplate string `json:"uriTemplate"`
+	Name        string `json:"name"`
+	Description string `json:"description,omitempty"`
+	MimeType    string `json:"mimeType"`
+}
+
+// TemplateList is resources.templates's answer.
+type TemplateList struct {
+	ResourceTemplates []Template `json:"resourceTemplates"`
+}
+
+// WaitResult is wait's answer. State is the target's state when the wait
+// ended: a task record, a channel's position, or a PTY screen.
+type WaitResult struct {
+	Satisfied bool            `json:"satisfied"`
+	State     json.RawMessage `json:"state"`
+	Target    string          `json:"target"`
+	TimedOut  bool            `json:"timed_out"`
+}
+
+// Status is kernel.status's answer.
+type Status struct {
+	// Cluster is the cluster's status when the kernel is in one.
+	Cluster     json.RawMessage `json:"cluster,omitempty"`
+	Connections int             `json:"connections"`
+	Epoch       string          `json:"epoch"`
+	Families    []string        `json:"families"`
+	IdleExit    string          `json:"idle_exit"`
+	Journal     *JournalStats   `json:"journal,omitempty"`
+	Methods     []string        `json:"methods"`
+	PID         int             `json:"pid"`
+	Plugins     json.RawMessage `json:"plugins"`
+	// Sandbox is what the OS confinement offers and how each live
+	// session is confined (docs/security.md).
+	Sandbox  json.RawMessage `json:"sandbox,omitempty"`
+	Sessions []SessionStatus `json:"sessions"`
+	Socket   string          `json:"socket"`
+	Started  int64           `json:"started"`
+	StateDir string          `json:"state_dir"`
+	UptimeMS int64           `json:"uptime_ms"`
+	Version  string          `json:"version"`
+}
+
+// SessionStatus is one session in kernel.status.
+type SessionStatus struct {
+	Attached  int    `json:"attached"`
+	Created   int64  `json:"created"`
+	Name      string `json:"name"`
+	Workspace string `json:"workspace"`
+}
+
+// PluginList is plugin.list's answer.
+type PluginList struct {
+	Plugins json.RawMessage `json:"plugins"`
+}

@@ -1,0 +1,185 @@
+package boot_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"reflect"
+	"testing"
+
+	"github.com/shoal-sh/shoal/core"
+	"github.com/shoal-sh/shoal/core/bus"
+	"github.com/shoal-sh/shoal/core/rpc"
+	"github.com/shoal-sh/shoal/core/wire"
+	"github.com/shoal-sh/shoal/providers/journal"
+	"github.com/shoal-sh/shoal/providers/plan"
+	"github.com/shoal-sh/shoal/sdk/client"
+)
+
+// fill sets every exported member of v, recursively, to a value that is
+// not zero, so that omitempty members appear when it is encoded.
+func fill(v reflect.Value) {
+	switch v.Kind() {
+	case reflect.String:
+		v.SetString("s")
+	case reflect.Bool:
+		v.SetBool(true)
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		v.SetInt(7)
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		v.SetUint(7)
+	case reflect.Float32, reflect.Float64:
+		v.SetFloat(1.5)
+	case reflect.Pointer:
+		v.Set(reflect.New(v.Type().Elem()))
+		fill(v.Elem())
+	case reflect.Slice:
+		if v.Type() == reflect.TypeFor[json.RawMessage]() {
+			v.SetBytes([]byte(`{"k":1}`))
+			return
+		}
+		v.Set(reflect.MakeSlice(v.Type(), 1, 1))
+		fill(v.Index(0))
+	case reflect.Map:
+		v.Set(reflect.MakeMap(v.Type()))
+		k, e := reflect.New(v.Type().Key()).Elem(), reflect.New(v.Type().Elem()).Elem()
+		fill(k)
+		fill(e)
+		v.SetMapIndex(k, e)
+	case reflect.Interface:
+		v.Set(reflect.ValueOf("x"))
+	case reflect.Struct:
+		for i := range v.NumField() {
+			if v.Type().Field(i).IsExported() {
+				fill(v.Field(i))
+			}
+		}
+	}
+}
+
+// sameOnTheWire requires theirs, a provider's answer type, and ours, its
+// core/wire type, to encode alike: theirs, zero and filled, decodes
+// strictly into ours (no member ours lacks, no type ours refuses) and
+// ours encodes back to the same bytes (same members, order, omitempty).
+func sameOnTheWire(t *testing.T, theirs, ours any) {
+	t.Helper()
+	for _, filled := range []bool{false, true} {
+		v := reflect.New(reflect.TypeOf(theirs))
+		if filled {
+			fill(v.Elem())
+		}
+		want, err := json.Marshal(v.Interface())
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := reflect.New(reflect.TypeOf(ours))
+		if err := rpc.DecodeParams(want, w.Interface()); err != nil {
+			t.Errorf("%T (filled %v) does not decode as %T: %v\n%s", theirs, filled, ours, err, want)
+			continue
+		}
+		got, err := json.Marshal(w.Interface())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("%T (filled %v) and %T encode differently:\n%s\n%s", theirs, filled, ours, want, got)
+		}
+	}
+}
+
+// TestAnswersMatchWire: the answers providers declare in their own
+// packages are, member for member, the core/wire types clients decode.
+// (Answers built from core/wire types directly need no check.)
+func TestAnswersMatchWire(t *testing.T) {
+	for _, c := range []struct{ theirs, ours any }{
+		{plan.Record{}, wire.Plan{}},
+		{plan.List{}, wire.PlanList{}},
+		{journal.QueryResult{}, wire.JournalRows{}},
+		{journal.ClusterResult{}, wire.ClusterJournalRows{}},
+		{core.JournalStats{}, wire.JournalStats{}},
+		{bus.ReadResult{}, wire.Page{}},
+		{bus.Event{}, wire.Event{}},
+		{core.Resource{}, wire.Resource{}},
+		{core.Template{}, wire.Template{}},
+	} {
+		sameOnTheWire(t, c.theirs, c.ours)
+	}
+}
+
+// TestAnswersAreWireTypes: the answers of a live kernel decode strictly
+// into their core/wire types and encode back to the same bytes, so the
+// types clients decode are the kernel's answers exactly.
+func TestAnswersAreWireTypes(t *testing.T) {
+	dir := shortDir(t)
+	startKernel(t, dir)
+	c := attach(t, dir, client.Options{})
+	ctx := context.Background()
+	var put wire.BlobPut
+	if err := c.Call(ctx, "blob.put", map[string]any{"text": "hello"}, &put); err != nil {
+		t.Fatal(err)
+	}
+	var pl wire.Plan
+	if err := c.Call(ctx, "plan.create", map[string]any{"source": "rm -rf build"}, &pl); err != nil {
+		t.Fatal(err)
+	}
+	var bg wire.ExecReply
+	if err := c.Call(ctx, "exec", map[string]any{"source": "sleep 30", "background": true}, &bg); err != nil {
+		t.Fatal(err)
+	}
+	var scr wire.Screen
+	if err := c.Call(ctx, "pty.open", map[string]any{"command": "cat"}, &scr); err != nil {
+		t.Fatal(err)
+	}
+	calls := []struct {
+		method string
+		params any
+		into   any
+	}{
+		{"task.get", map[string]any{"task": bg.Task}, &wire.Task{}},
+		{"task.cancel", map[string]any{"task": bg.Task}, &wire.Task{}},
+		{"pty.read", map[string]any{"pty": scr.PTY}, &wire.Screen{}},
+		{"pty.resize", map[string]any{"pty": scr.PTY, "cols": 90, "rows": 20}, &wire.Screen{}},
+		{"pty.write", map[string]any{"pty": scr.PTY, "input": "hi\n"}, &wire.Screen{}},
+		{"pty.close", map[string]any{"pty": scr.PTY}, &wire.PTYClosed{}},
+		{"kernel.status", nil, &wire.Status{}},
+		{"plugin.list", nil, &wire.PluginList{}},
+		{"resources.list", nil, &wire.ResourceList{}},
+		{"resources.templates", nil, &wire.TemplateList{}},
+		{"exec", map[string]any{"source": "echo hi"}, &wire.ExecReply{}},
+		{"exec.progress", map[string]any{"key": "none"}, &wire.Progress{}},
+		{"events.publish", map[string]any{"channel": "user.answers", "payload": map[string]int{"n": 1}}, &wire.Published{}},
+		{"events.read", map[string]any{"channel": "user.answers"}, &wire.Page{}},
+		{"events.subscribe", map[string]any{"channel": "user.answers"}, &wire.Subscribed{}},
+		{"events.unsubscribe", map[string]any{"channel": "user.answers"}, &wire.Unsubscribed{}},
+		{"wait", map[string]any{"target": "shoal://events/user.answers", "until": 0, "timeout_ms": 1}, &wire.WaitResult{}},
+		{"blob.get", map[string]any{"hash": put.Hash}, &wire.BlobGet{}},
+		{"blob.get", map[string]any{"hash": put.Hash, "offset": 1, "length": 2}, &wire.BlobRange{}},
+		{"blob.put", map[string]any{"text": "x", "more": true}, &wire.BlobUpload{}},
+		{"task.list", nil, &wire.TaskList{}},
+		{"plan.get", map[string]any{"ref": pl.Ref}, &wire.Plan{}},
+		{"plan.list", nil, &wire.PlanList{}},
+		{"pty.list", nil, &wire.PTYList{}},
+		{"journal.query", map[string]any{"limit": 3}, &wire.JournalRows{}},
+		{"session.close", nil, &wire.SessionClosed{}},
+	}
+	for _, call := range calls {
+		var raw json.RawMessage
+		if err := c.Call(ctx, call.method, call.params, &raw); err != nil {
+			t.Errorf("%s: %v", call.method, err)
+			continue
+		}
+		if err := rpc.DecodeParams(raw, call.into); err != nil {
+			t.Errorf("%s answer does not decode as %T: %v\n%s", call.method, call.into, err, raw)
+			continue
+		}
+		var again bytes.Buffer
+		enc := json.NewEncoder(&again)
+		enc.SetEscapeHTML(false) // as the kernel's frames
+		if err := enc.Encode(call.into); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(bytes.TrimSuffix(again.Bytes(), []byte("\n")), raw) {
+			t.Errorf("%s: %T encodes differently from the answer:\n%s\n%s", call.method, call.into, raw, again.Bytes())
+		}
+	}
+}
