@@ -134,6 +134,11 @@ func TestBashNeeds(t *testing.T) {
 		"echo x >| f":                 true,
 		"f() { local -n r=$1; }; f x": false,
 		"echo $FUNCNAME":              true,
+		"x=3+4; echo $((x))":          true,
+		"x=7; echo $((x + 1))":        false,
+		"x=-1; echo $((x))":           false,
+		"echo $((5 / 0))":             true,
+		"n=0; echo $((5 / n))":        false,
 	} {
 		f, err := Parse(src)
 		if err != nil {

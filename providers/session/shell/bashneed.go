@@ -2,6 +2,7 @@ package shell
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 
 	"mvdan.cc/sh/v3/syntax"
@@ -24,6 +25,10 @@ type bashNeeds struct {
 	// name declared readonly (fatal in bash), declare -p of a name
 	// declared associative (bash's own listing).
 	readonly, assigned, assoc, printed []string
+	// Names assigned an arithmetic expression as literal text (x=3+4),
+	// and names arithmetic reads: bash evaluates such a value, the
+	// interpreter takes it for 0.
+	exprValued, arithNames []string
 }
 
 // bashOnlyVars are parameters bash sets and the interpreter leaves
@@ -69,9 +74,21 @@ func (b *bashNeeds) see(n syntax.Node) {
 		for _, as := range n.Assigns {
 			if as.Name != nil && len(b.assigned) < 64 {
 				b.assigned = append(b.assigned, as.Name.Value)
+				b.exprValue(as)
 			}
 		}
 		b.because(b.call(n))
+	case *syntax.BinaryArithm:
+		switch n.Op {
+		case syntax.Quo, syntax.Rem, syntax.QuoAssgn, syntax.RemAssgn:
+			if w, ok := n.Y.(*syntax.Word); ok && w.Lit() == "0" {
+				b.because("division by a literal 0")
+			}
+		}
+	case *syntax.ArithmExp:
+		b.arith(n.X)
+	case *syntax.ArithmCmd:
+		b.arith(n.X)
 	case *syntax.ExtGlob:
 		if n.Op == syntax.GlobExcept {
 			b.because("the pattern !(…)")
@@ -100,11 +117,78 @@ func (b *bashNeeds) finish() {
 			b.because("assignment to readonly " + name)
 		}
 	}
+	for _, name := range b.arithNames {
+		if slices.Contains(b.exprValued, name) {
+			b.because("arithmetic on " + name + ", which holds an expression")
+		}
+	}
 	for _, name := range b.printed {
 		if slices.Contains(b.assoc, name) {
 			b.because("declare -p of associative " + name)
 		}
 	}
+}
+
+// exprValue notes an assignment of literal text that is an arithmetic
+// expression rather than a number or a name.
+func (b *bashNeeds) exprValue(as *syntax.Assign) {
+	if as.Value == nil || len(b.exprValued) >= 16 {
+		return
+	}
+	lit, ok := plainText(as.Value)
+	if !ok {
+		return
+	}
+	if _, err := strconv.ParseInt(lit, 10, 64); err == nil {
+		return // a number, signed or not
+	}
+	if lit != "" && strings.ContainsAny(lit, "+-*/%<>&|^!~?:()") && strings.ContainsAny(lit, "0123456789") {
+		b.exprValued = append(b.exprValued, as.Name.Value)
+	}
+}
+
+// plainText is a word's text when it holds no expansion: literal parts,
+// single- or double-quoted.
+func plainText(w *syntax.Word) (string, bool) {
+	var sb strings.Builder
+	for _, part := range w.Parts {
+		switch p := part.(type) {
+		case *syntax.Lit:
+			sb.WriteString(p.Value)
+		case *syntax.SglQuoted:
+			if p.Dollar {
+				return "", false
+			}
+			sb.WriteString(p.Value)
+		case *syntax.DblQuoted:
+			for _, q := range p.Parts {
+				lit, ok := q.(*syntax.Lit)
+				if !ok {
+					return "", false
+				}
+				sb.WriteString(lit.Value)
+			}
+		default:
+			return "", false
+		}
+	}
+	return sb.String(), true
+}
+
+// arith notes the names an arithmetic expression reads.
+func (b *bashNeeds) arith(x syntax.ArithmExpr) {
+	if x == nil {
+		return
+	}
+	syntax.Walk(x, func(n syntax.Node) bool {
+		if w, ok := n.(*syntax.Word); ok {
+			if name := w.Lit(); syntax.ValidName(name) && len(b.arithNames) < 32 {
+				b.arithNames = append(b.arithNames, name)
+			}
+			return false
+		}
+		return true
+	})
 }
 
 func redirReason(r *syntax.Redirect) string {
