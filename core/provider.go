@@ -38,12 +38,30 @@ type PartReader interface {
 	ReadPart(ctx context.Context, c *Caller, u *uri.URI, sel Selection) (content *Content, offset int, ok bool, err error)
 }
 
+// PartGrepper is implemented by providers that can answer a grep of a
+// large stored value (or of what a path reaches in it) by searching its
+// parts one at a time. The router asks it first for every read with grep;
+// sel's slice pages the matches. ok false means "read it whole". When ok,
+// the content's value is the grep's answer (value.Grep.Apply's record).
+type PartGrepper interface {
+	GrepPart(ctx context.Context, c *Caller, u *uri.URI, sel Selection, g value.Grep) (content *Content, ok bool, err error)
+}
+
 // Selection is the path and slice of a read, parsed.
 type Selection struct {
 	Path     value.Path
 	HasPath  bool
 	Slice    value.Slice
 	HasSlice bool
+}
+
+// Page is the slice as a grep's page of matches: nil when there is none
+// (the first page).
+func (s Selection) Page() *value.Slice {
+	if !s.HasSlice {
+		return nil
+	}
+	return &s.Slice
 }
 
 // Subscribable is implemented by providers whose URIs map to event

@@ -328,7 +328,14 @@ func (r *Router) Read(ctx context.Context, c *Caller, u *uri.URI, o ReadOptions)
 	}
 	var content *Content
 	var partOffset int
-	partRead := false
+	partRead, grepped := false, false
+	if gp, ok := p.(PartGrepper); ok && hasGrep {
+		content, grepped, err = gp.GrepPart(ctx, c, u, Selection{Path: path, HasPath: hasPath, Slice: sl, HasSlice: hasSlice}, grep)
+		if err != nil {
+			return nil, err
+		}
+		partRead = grepped
+	}
 	if pr, ok := p.(PartReader); ok && !hasGrep && (hasPath || hasSlice) {
 		content, partOffset, partRead, err = pr.ReadPart(ctx, c, u, Selection{Path: path, HasPath: hasPath, Slice: sl, HasSlice: hasSlice})
 		if err != nil {
@@ -367,7 +374,9 @@ func (r *Router) Read(ctx context.Context, c *Caller, u *uri.URI, o ReadOptions)
 	}
 	res := &ReadResult{Ref: content.Ref, Marks: content.Marks, Meta: content.Meta}
 	origin := render.Origin{Path: path}
-	if partRead && hasSlice {
+	if grepped {
+		origin = render.Origin{} // notes about cuts refer to the grep result
+	} else if partRead && hasSlice {
 		origin.Offset = partOffset
 	} else if hasGrep || hasSlice {
 		if v, origin.Offset, err = grepSlice(v, grep, hasGrep, sl, hasSlice); err != nil {

@@ -3,6 +3,7 @@ package value
 import (
 	"bytes"
 	"encoding/json"
+	"math"
 	"regexp"
 	"strconv"
 	"strings"
@@ -81,33 +82,103 @@ func (g Grep) Apply(v Value, sl *Slice) (Value, error) {
 	if err != nil {
 		return nil, err
 	}
-	count := 0
+	return g.apply(units, cols, sl, func() error { return nil })
+}
 
-	// One pass finds the matches; with context, every unit is kept (as
-	// an index) so the lines around a match can be shown.
-	var all []unit
-	var hits []int // indexes into all (with context) or the units themselves
-	var hitUnits []unit
-	for u := range units {
-		if g.Context > 0 {
-			all = append(all, u)
-		}
-		if g.re.MatchString(u.text) {
-			if g.Context > 0 {
-				hits = append(hits, count)
-			} else {
-				hitUnits = append(hitUnits, u)
-			}
-		}
-		count++
+// ApplyPieces is Apply of the value made of the pieces pieces yields, in
+// order: lists, tables (with the same columns) or strings, each the next
+// part of one value (a string's pieces may cut a line anywhere), of the
+// kind of like (an empty list, table or string will do). The
+// value is never put together: memory stays within a piece, the context
+// lines and the matches shown. pieces may be called twice (a page that
+// counts from the last match needs the count first) and returns the
+// error that stopped it, if any.
+func (g Grep) ApplyPieces(like Value, pieces func(yield func(Value) bool) error, sl *Slice) (Value, error) {
+	_, cols, err := grepUnits(like)
+	if err != nil {
+		return nil, err
 	}
-	total := len(hits) + len(hitUnits)
+	var perr error
+	units := func(yield func(unit) bool) {
+		n := 0
+		var carry []byte // the start of a line cut by the end of a piece
+		more := true
+		perr = pieces(func(p Value) bool {
+			switch x := p.(type) {
+			case List:
+				for _, it := range x {
+					if more = yield(unit{text: searchText(it), show: []Value{it}, num: n}); !more {
+						return false
+					}
+					n++
+				}
+			case *Table:
+				for _, row := range x.Rows {
+					if more = yield(tableUnit(row, n)); !more {
+						return false
+					}
+					n++
+				}
+			case Str:
+				str := string(x)
+				for {
+					i := strings.IndexByte(str, '\n')
+					if i < 0 {
+						carry = append(carry, str...)
+						return true
+					}
+					line := str[:i]
+					if len(carry) > 0 {
+						line = string(append(carry, line...))
+						carry = carry[:0]
+					}
+					n++
+					if more = yield(unit{text: line, show: []Value{Str(line)}, num: n}); !more {
+						return false
+					}
+					str = str[i+1:]
+				}
+			}
+			return true
+		})
+		if more && len(carry) > 0 {
+			line := string(carry)
+			yield(unit{text: line, show: []Value{Str(line)}, num: n + 1})
+		}
+	}
+	return g.apply(units, cols, sl, func() error { return perr })
+}
+
+func tableUnit(row []Value, n int) unit {
+	parts := make([]string, len(row))
+	for j, c := range row {
+		parts[j] = searchText(c)
+	}
+	return unit{text: strings.Join(parts, "\t"), show: row, num: n}
+}
+
+// apply searches units in one pass (two when the page counts from the
+// last match: the first counts), keeping only the matches of the page,
+// the context lines around them and the last Context units. failed
+// reports an error that cut units short.
+func (g Grep) apply(units func(yield func(unit) bool), cols []string, sl *Slice, failed func() error) (Value, error) {
 	page := Slice{Start: 0, End: DefaultGrepMatches}
 	if sl != nil {
 		page = *sl
 	}
-	a, b := page.Bounds(total)
-
+	a, b := page.Bounds(math.MaxInt)
+	if page.FromEnd() {
+		total := 0
+		for u := range units {
+			if g.re.MatchString(u.text) {
+				total++
+			}
+		}
+		if err := failed(); err != nil {
+			return nil, err
+		}
+		a, b = page.Bounds(total)
+	}
 	if g.Context > 0 {
 		cols = append(cols, "match")
 	}
@@ -126,22 +197,51 @@ func (g Grep) Apply(v Value, sl *Slice) (Value, error) {
 		}
 		t.Rows = append(t.Rows, r)
 	}
-	if g.Context == 0 {
-		for _, u := range hitUnits[a:b] {
-			row(u, true)
-		}
-	} else {
-		last := -1 // the last unit shown
-		for _, h := range hits[a:b] {
-			from := max(h-g.Context, last+1)
-			to := min(h+g.Context, len(all)-1)
-			for i := from; i <= to; i++ {
-				matched := i == h || (i > h && g.re.MatchString(all[i].text))
-				row(all[i], matched)
-			}
-			last = max(last, to)
-		}
+	type held struct {
+		u   unit
+		ord int
 	}
+	ring := make([]held, 0, g.Context) // the last Context units, oldest first
+	count, total, shown, after := 0, 0, -1, 0
+	for u := range units {
+		i := count
+		count++
+		m := g.re.MatchString(u.text)
+		inPage := m && total >= a && total < b
+		if m {
+			total++
+		}
+		if g.Context == 0 {
+			if inPage {
+				row(u, true)
+			}
+			continue
+		}
+		switch {
+		case inPage:
+			// The lines before it not shown yet, then the match.
+			for _, h := range ring {
+				if h.ord > shown && h.ord >= i-g.Context {
+					row(h.u, false)
+				}
+			}
+			row(u, true)
+			shown, after = i, g.Context
+		case after > 0:
+			row(u, m)
+			shown = i
+			after--
+		}
+		if len(ring) == g.Context {
+			copy(ring, ring[1:])
+			ring = ring[:len(ring)-1]
+		}
+		ring = append(ring, held{u, i})
+	}
+	if err := failed(); err != nil {
+		return nil, err
+	}
+	a, b = min(a, total), min(b, total)
 	fields := []Field{
 		F("pattern", Str(g.Pattern)),
 		F("total", Int(total)),
@@ -182,11 +282,7 @@ func grepUnits(v Value) (units func(yield func(unit) bool), cols []string, err e
 		cols = append([]string{"row"}, x.Cols...)
 		units = func(yield func(unit) bool) {
 			for i, row := range x.Rows {
-				parts := make([]string, len(row))
-				for j, c := range row {
-					parts[j] = searchText(c)
-				}
-				if !yield(unit{text: strings.Join(parts, "\t"), show: row, num: i}) {
+				if !yield(tableUnit(row, i)) {
 					return
 				}
 			}
@@ -212,9 +308,9 @@ func grepUnits(v Value) (units func(yield func(unit) bool), cols []string, err e
 
 // lineUnits yields the lines of s (a final newline ends the last line,
 // it does not start an empty one), numbered from 1.
-func lineUnits(s string) func(yield func(unit) bool) {
+func lineUnits(all string) func(yield func(unit) bool) {
 	return func(yield func(unit) bool) {
-		n := 0
+		s, n := all, 0
 		for len(s) > 0 {
 			n++
 			line, rest, found := strings.Cut(s, "\n")

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -256,4 +257,38 @@ func (j *Journal) updatePerRow(row core.JournalRow) error {
 		}
 		return rows.SetSequence(id)
 	})
+}
+
+// BenchmarkOpen1M opens (and closes) a journal of one million rows and an
+// empty one alternately and reports the ratio of the medians (the held
+// figure: a kernel's start does not grow with its history).
+func BenchmarkOpen1M(b *testing.B) {
+	big := filepath.Join(b.TempDir(), FileName)
+	buildJournal(b, big, 1_000_000)
+	empty := filepath.Join(b.TempDir(), FileName)
+	open := func(path string) time.Duration {
+		t0 := time.Now()
+		j, err := Open(path, Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		d := time.Since(t0)
+		if err := j.Close(); err != nil {
+			b.Fatal(err)
+		}
+		return d
+	}
+	open(empty) // create it
+	var bigT, emptyT []time.Duration
+	for b.Loop() {
+		bigT = append(bigT, open(big))
+		emptyT = append(emptyT, open(empty))
+	}
+	med := func(d []time.Duration) time.Duration {
+		slices.Sort(d)
+		return d[len(d)/2]
+	}
+	b.ReportMetric(float64(med(bigT).Microseconds()), "1M-rows-µs")
+	b.ReportMetric(float64(med(emptyT).Microseconds()), "empty-µs")
+	b.ReportMetric(float64(med(bigT))/float64(med(emptyT)), "1M-vs-empty")
 }

@@ -378,6 +378,24 @@ func (t *Transcript) Part(session string, n int, sel core.Selection) (value.Valu
 	return v, off, info, ok, err
 }
 
+// Grep answers a grep of out:n from the parts of its stored value (see
+// spill.Reader.Grep); ok is false when the value is in memory or has no
+// index, and the read then takes the whole value.
+func (t *Transcript) Grep(session string, n int, sel core.Selection, g value.Grep) (value.Value, Entry, bool, error) {
+	e, err := t.lookup(session, n)
+	if err != nil || t.parts == nil {
+		return nil, Entry{}, false, nil // Get gives the error
+	}
+	t.mu.Lock()
+	id, info := e.hash, e.Entry()
+	t.mu.Unlock()
+	if id.none() {
+		return nil, Entry{}, false, nil
+	}
+	v, ok, err := t.parts.Grep(id.String(), sel.Path, g, sel.Page())
+	return v, info, ok, err
+}
+
 // Hashes returns every content-store hash the transcripts reference, for
 // garbage collection.
 func (t *Transcript) Hashes() map[string]bool {
@@ -541,6 +559,23 @@ func (p *Provider) ReadPart(_ context.Context, c *core.Caller, u *uri.URI, sel c
 		return nil, 0, false, err
 	}
 	return &core.Content{Value: v, Ref: e.Ref, Marks: e.Marks}, off, true, nil
+}
+
+// GrepPart implements core.PartGrepper for values the transcript keeps
+// in the content store.
+func (p *Provider) GrepPart(_ context.Context, c *core.Caller, u *uri.URI, sel core.Selection, g value.Grep) (*core.Content, bool, error) {
+	if len(u.Segments) != 1 {
+		return nil, false, nil
+	}
+	n, err := ParseRef(u.Segments[0])
+	if err != nil {
+		return nil, false, nil
+	}
+	v, e, ok, err := p.T.Grep(c.Session, n, sel, g)
+	if err != nil || !ok {
+		return nil, false, err
+	}
+	return &core.Content{Value: v, Ref: e.Ref, Marks: e.Marks}, true, nil
 }
 
 // SessionClosed implements core.SessionObserver.

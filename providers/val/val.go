@@ -233,6 +233,20 @@ func (p *Provider) ReadPart(ctx context.Context, c *core.Caller, u *uri.URI, sel
 	return &core.Content{Value: v, Ref: cas.Ref(hash)}, off, true, nil
 }
 
+// GrepPart implements core.PartGrepper: a grep of an indexed value
+// searches its parts one at a time.
+func (p *Provider) GrepPart(ctx context.Context, c *core.Caller, u *uri.URI, sel core.Selection, g value.Grep) (*core.Content, bool, error) {
+	hash, err := hashOf(u)
+	if err != nil {
+		return nil, false, err
+	}
+	v, ok, err := p.parts.Grep(hash, sel.Path, g, sel.Page())
+	if err != nil || !ok {
+		return nil, false, err
+	}
+	return &core.Content{Value: v, Ref: cas.Ref(hash)}, true, nil
+}
+
 // Read serves one blob.
 func (p *Provider) Read(ctx context.Context, c *core.Caller, u *uri.URI) (*core.Content, error) {
 	hash, err := hashOf(u)

@@ -151,8 +151,15 @@ func (r *Reader) index(hash string) (*Index, error) {
 	return ix, nil
 }
 
-// part returns part k of an indexed value, decoded.
+// part returns part k of an indexed value, decoded, and keeps it in the
+// cache.
 func (r *Reader) part(hash string, ix *Index, k int) (value.Value, error) {
+	return r.loadPart(hash, ix, k, true)
+}
+
+// loadPart is part that caches the part only when keep is set (a grep
+// passing over every part would only push out what others read).
+func (r *Reader) loadPart(hash string, ix *Index, k int, keep bool) (value.Value, error) {
 	p := ix.Parts[k]
 	key := cacheKey{hash, p.Off}
 	if c, ok := r.get(key); ok {
@@ -169,7 +176,9 @@ func (r *Reader) part(hash string, ix *Index, k int) (value.Value, error) {
 	if err != nil {
 		return nil, rpc.Errorf(rpc.Corrupt, "value %s: part %d does not decode: %v", hash, k, err)
 	}
-	r.put(&cached{key: key, cost: 2 * int64(p.Len), v: v})
+	if keep {
+		r.put(&cached{key: key, cost: 2 * int64(p.Len), v: v})
+	}
 	return v, nil
 }
 
@@ -300,6 +309,78 @@ func (r *Reader) Part(hash string, path value.Path, hasPath bool, sl value.Slice
 		}
 		return v, offset, true, nil
 	}
+}
+
+// Grep answers grep g, its matches paged by sl (nil: the first page), of
+// what path reaches in the value stored under hash. A path through
+// indexed records that ends at an indexed list, table or string is
+// searched one part at a time, the value never put together (parts read
+// for it are not cached); a path that ends inside one part or at a small
+// field searches that. ok is false when the value has no index or the
+// path is not one parts answer (see Part).
+func (r *Reader) Grep(hash string, path value.Path, g value.Grep, sl *value.Slice) (v value.Value, ok bool, err error) {
+	ix, err := r.index(hash)
+	if err != nil || ix == nil {
+		return nil, false, err
+	}
+	rest := path
+	for ix.Kind == KindRecord {
+		name, isField := rest.FirstField()
+		if !isField {
+			return nil, false, nil
+		}
+		f, found := ix.field(name)
+		if !found {
+			return nil, false, nil
+		}
+		if f.Sub == nil {
+			return r.grepSelected(hash, path, g, sl)
+		}
+		ix, rest = f.Sub, rest.Rest()
+	}
+	if !rest.IsIdentity() {
+		return r.grepSelected(hash, path, g, sl)
+	}
+	var like value.Value
+	switch ix.Kind {
+	case KindList:
+		like = value.List{}
+	case KindTable:
+		like = &value.Table{Cols: ix.Cols}
+	case KindStr:
+		like = value.Str("")
+	default:
+		return nil, false, nil
+	}
+	v, err = g.ApplyPieces(like, func(yield func(value.Value) bool) error {
+		for k := range ix.Parts {
+			pv, err := r.loadPart(hash, ix, k, false)
+			if err != nil {
+				return err
+			}
+			if !yield(pv) {
+				return nil
+			}
+		}
+		return nil
+	}, sl)
+	if err != nil {
+		return nil, false, err
+	}
+	return v, true, nil
+}
+
+// grepSelected greps what path reaches when parts answer the path itself
+// (it ends inside one part, or at a small field).
+func (r *Reader) grepSelected(hash string, path value.Path, g value.Grep, sl *value.Slice) (value.Value, bool, error) {
+	v, _, ok, err := r.Part(hash, path, true, value.Slice{}, false)
+	if !ok || err != nil {
+		return nil, false, err
+	}
+	if v, err = g.Apply(v, sl); err != nil {
+		return nil, false, err
+	}
+	return v, true, nil
 }
 
 // slice reads slice sl of an indexed list, table or string from the parts

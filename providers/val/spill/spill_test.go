@@ -303,3 +303,84 @@ func TestRecordPartReads(t *testing.T) {
 		t.Fatalf("damaged field: %v", err)
 	}
 }
+
+// TestGrepParts: a grep of an indexed value, or of what a path reaches in
+// an indexed record, searched part by part, answers what the grep of the
+// whole value answers, pages from the end included; a grep that parts
+// cannot answer is left to the whole value.
+func TestGrepParts(t *testing.T) {
+	tv := testValues()
+	v := value.NewRecord(
+		value.F("exit", value.Int(1)),
+		value.F("stdout", tv["str"]),
+		value.F("rows", tv["table"]),
+		value.F("items", tv["list"]),
+		value.F("note", value.Str("one\ntwo 12\n")),
+	)
+	e, err := Encode(v, 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := NewReader(testStore(t), 64<<10)
+	hash, _, err := r.PutEncoded(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		path, pattern, page string
+		context             int
+		parts               bool
+	}{
+		{".stdout", `line 3\d\d:`, "", 0, true},
+		{".stdout", `^`, "-3..", 0, true},
+		{".stdout", `9: `, "10..20", 2, true},
+		{".rows", `name "12`, "", 1, true},
+		{".rows", `.`, "-2..", 0, true},
+		{".items", `"i":7\d`, "", 0, true},
+		{".note", `two`, "", 1, true},
+		{".rows[5]", `5`, "", 0, false}, // a record: the whole value says why not
+		{"", `x`, "", 0, false},
+		{".nope", `x`, "", 0, false},
+	} {
+		g, err := value.ParseGrep(tc.pattern, tc.context)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var page *value.Slice
+		if tc.page != "" {
+			sl, err := value.ParseSlice(tc.page)
+			if err != nil {
+				t.Fatal(err)
+			}
+			page = &sl
+		}
+		var p value.Path
+		if tc.path != "" {
+			p = value.MustParsePath(tc.path)
+		}
+		got, ok, err := r.Grep(hash, p, g, page)
+		if ok != tc.parts || (ok && err != nil) {
+			t.Fatalf("%s grep %q: ok %v (want %v), err %v", tc.path, tc.pattern, ok, tc.parts, err)
+		}
+		if !ok {
+			continue
+		}
+		sel, err := p.Eval(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := g.Apply(sel, page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !value.Equal(got, want) {
+			t.Fatalf("%s grep %q page %q: differs from the whole value's grep", tc.path, tc.pattern, tc.page)
+		}
+		if total, _ := value.Select(got, ".total"); value.Equal(total, value.Int(0)) {
+			t.Fatalf("%s grep %q: nothing matched, the case tests nothing", tc.path, tc.pattern)
+		}
+	}
+	if used, _ := r.Cached(); used > 64<<10 {
+		t.Fatalf("cache holds %d bytes", used)
+	}
+}
