@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"github.com/shoal-sh/shoal/internal/testkernel"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -118,5 +119,47 @@ func TestApprovalInHost(t *testing.T) {
 	}
 	if _, err := os.Stat(keep); err != nil {
 		t.Errorf("a rejected plan ran")
+	}
+}
+
+// TestHintsNameSession: on a project session (not the CLI's default
+// main) the commands the facade names for a person carry --session, and
+// the one shoal_plan names, run verbatim in a terminal, approves the plan.
+func TestHintsNameSession(t *testing.T) {
+	sd := newStateDir(t)
+	dir := t.TempDir()
+	p := startHost(t, sd, dir, hostClient{})
+	session := projectSession(dir)
+	build := filepath.Join(testkernel.ShortDir(t), "build")
+	os.MkdirAll(build, 0o755)
+
+	res := p.call("shoal_exec", map[string]any{"source": "rm -rf " + build})
+	if !res.IsError || !strings.Contains(resultText(res), "shoal plan approve --session "+session+" <ref>") {
+		t.Errorf("refusal hint: %s", resultText(res))
+	}
+	plan, text := p.callOK("shoal_plan", map[string]any{"source": "rm -rf " + build})
+	ref := plan["ref"].(string)
+	want := "shoal plan approve --session " + session + " " + ref
+	if !strings.Contains(text, want) {
+		t.Fatalf("plan text lacks %q:\n%s", want, text)
+	}
+	if res := p.call("shoal_apply", map[string]any{"plan": ref}); !res.IsError || strings.Contains(resultText(res), "shoal plan approve <ref>") {
+		t.Errorf("apply before approval: %s", resultText(res))
+	}
+
+	shoal := filepath.Join(t.TempDir(), "shoal")
+	if out, err := exec.Command("go", "build", "-o", shoal, "github.com/shoal-sh/shoal/cmd/shoal").CombinedOutput(); err != nil {
+		t.Fatalf("build shoal: %v\n%s", err, out)
+	}
+	cmd := exec.Command(shoal, strings.Fields(want)[1:]...)
+	cmd.Env = append(os.Environ(), "SHOAL_STATE_DIR="+sd.dir, "SHOAL_SESSION=")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", want, err, out)
+	}
+	if res := p.call("shoal_apply", map[string]any{"plan": ref}); res.IsError {
+		t.Fatalf("apply after the CLI approval: %s", resultText(res))
+	}
+	if _, err := os.Stat(build); !os.IsNotExist(err) {
+		t.Errorf("%s is still there after the approved plan ran", build)
 	}
 }

@@ -163,7 +163,7 @@ Big values come back elided with a note saying what was cut. Drill down instead 
 		},
 		{
 			name:        "shoal_plan",
-			description: `Analyse shell source without running it: the effects it would have (files written or deleted, processes, network), whether it can be undone, estimates, and the policy verdict (allow, ask, deny) with its approval state. Use it before anything destructive, and whenever shoal_exec was refused by policy. Returns a plan ref (plan:<hex>) for shoal_apply. A plan whose verdict is ask runs only after a human approves it (shoal plan approve <ref>).`,
+			description: `Analyse shell source without running it: the effects it would have (files written or deleted, processes, network), whether it can be undone, estimates, and the policy verdict (allow, ask, deny) with its approval state. Use it before anything destructive, and whenever shoal_exec was refused by policy. Returns a plan ref (plan:<hex>) for shoal_apply. A plan whose verdict is ask runs only after a human approves it, in the host when it can show a form, else with the shoal command shoal_plan's result names.`,
 			input: `{
   "type": "object",
   "properties": {
@@ -352,25 +352,30 @@ func (f *Facade) taskToolDefs() []toolDef {
 
 // toolFailure is a tool result with isError: the call could not do its
 // work, and the text says why and what to do about it.
-func toolFailure(err error) *mcp.CallToolResult {
+func (f *Facade) toolFailure(err error) *mcp.CallToolResult {
 	text := kernelError(err)
-	if hint := nextStep(err); hint != "" {
+	if hint := f.nextStep(err); hint != "" {
 		text += "\n" + hint
 	}
 	return mcp.NewToolResultError(capText(text))
 }
 
 // nextStep suggests the tool call that gets a model past a kernel error.
-func nextStep(err error) string {
+// A command it names for a person (shoal plan approve) names the
+// facade's session when that is not the CLI's default, so it works as
+// written.
+func (f *Facade) nextStep(err error) string {
 	var re *rpc.Error
 	if !errors.As(err, &re) {
 		return ""
 	}
 	switch re.Code {
 	case rpc.PolicyRefused:
-		return `Next: shoal_plan {"source": …} shows the effects and the verdict; once the plan is allowed, or a human approved it (shoal plan approve <ref>), shoal_apply {"plan": <ref>} runs it.`
+		return `Next: shoal_plan {"source": …} shows the effects and the verdict; once the plan is allowed, or a human approved it (` + f.approveCommand("<ref>") + `), shoal_apply {"plan": <ref>} runs it.`
 	case rpc.PlanNotApproved:
-		return "Next: a human approves it with `shoal plan approve <ref>`, or plan a narrower command."
+		// The kernel's message names the plan and, when it waits, the
+		// exact approve command.
+		return "Next: once a human approved it, call shoal_apply again; a denied or rejected plan never runs: plan a narrower command with shoal_plan."
 	case rpc.PlanStale:
 		return "Next: call shoal_plan again for the current state, then shoal_apply the new ref."
 	case rpc.UnknownPTY:
@@ -498,12 +503,12 @@ func (f *Facade) toolApply(ctx context.Context, req mcp.CallToolRequest, a apply
 func (f *Facade) execLike(ctx context.Context, method string, params any, typed bool) (*mcp.CallToolResult, error) {
 	m, raw, err := f.callObject(ctx, method, params)
 	if err != nil {
-		return toolFailure(err), nil
+		return f.toolFailure(err), nil
 	}
 	text := execText(m)
 	o, next, err := execObject(raw, typed)
 	if err != nil {
-		return toolFailure(err), nil
+		return f.toolFailure(err), nil
 	}
 	confinementNotice(ctx, m)
 	if next != "" {
@@ -720,7 +725,7 @@ func (f *Facade) toolGet(ctx context.Context, req mcp.CallToolRequest, a getArgs
 	}
 	var r kernelRead
 	if err := f.link.call(ctx, "value.get", p, &r); err != nil {
-		return toolFailure(err), nil
+		return f.toolFailure(err), nil
 	}
 	o := newObj()
 	var text string
@@ -747,7 +752,7 @@ func (f *Facade) toolGet(ctx context.Context, req mcp.CallToolRequest, a getArgs
 	if len(r.StructuredContent) > 0 {
 		d, err := decodeInOrder(r.StructuredContent)
 		if err != nil {
-			return toolFailure(err), nil
+			return f.toolFailure(err), nil
 		}
 		if a.Typed {
 			v = d
@@ -839,7 +844,7 @@ type planArgs struct {
 func (f *Facade) toolPlan(ctx context.Context, req mcp.CallToolRequest, a planArgs) (*mcp.CallToolResult, error) {
 	m, raw, err := f.callObject(ctx, "plan.create", map[string]any{"source": a.Source})
 	if err != nil {
-		return toolFailure(err), nil
+		return f.toolFailure(err), nil
 	}
 	ref, _ := m["ref"].(string)
 	verdict, _ := m["verdict"].(string)
@@ -902,7 +907,7 @@ func (f *Facade) toolPTYRead(ctx context.Context, req mcp.CallToolRequest, a pty
 func (f *Facade) screenCall(ctx context.Context, method string, params any) (*mcp.CallToolResult, error) {
 	m, raw, err := f.callObject(ctx, method, params)
 	if err != nil {
-		return toolFailure(err), nil
+		return f.toolFailure(err), nil
 	}
 	o := objOf(raw, m)
 	// Trailing blanks and empty rows carry nothing.
@@ -969,7 +974,7 @@ func screenText(m map[string]any) string {
 func (f *Facade) toolPTYList(ctx context.Context, _ mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, error) {
 	m, _, err := f.callObject(ctx, "pty.list", struct{}{})
 	if err != nil {
-		return toolFailure(err), nil
+		return f.toolFailure(err), nil
 	}
 	list, _ := m["ptys"].([]any)
 	if list == nil {
@@ -1001,7 +1006,7 @@ type ptyCloseArgs struct {
 func (f *Facade) toolPTYClose(ctx context.Context, req mcp.CallToolRequest, a ptyCloseArgs) (*mcp.CallToolResult, error) {
 	m, _, err := f.callObject(ctx, "pty.close", a)
 	if err != nil {
-		return toolFailure(err), nil
+		return f.toolFailure(err), nil
 	}
 	text := fmt.Sprintf("%v closed", m["pty"])
 	if exit, ok := num(m["exit"]); ok {
@@ -1018,7 +1023,7 @@ type cancelArgs struct {
 func (f *Facade) toolCancel(ctx context.Context, req mcp.CallToolRequest, a cancelArgs) (*mcp.CallToolResult, error) {
 	m, _, err := f.callObject(ctx, "task.cancel", map[string]any{"task": a.Target})
 	if err != nil {
-		return toolFailure(err), nil
+		return f.toolFailure(err), nil
 	}
 	o := newObj().set("task", m["task"]).set("state", m["state"])
 	text := fmt.Sprintf("%v %v", m["task"], m["state"])
@@ -1048,7 +1053,7 @@ type waitArgs struct {
 func (f *Facade) toolWait(ctx context.Context, req mcp.CallToolRequest, a waitArgs) (*mcp.CallToolResult, error) {
 	m, raw, err := f.callObject(ctx, "wait", a)
 	if err != nil {
-		return toolFailure(err), nil
+		return f.toolFailure(err), nil
 	}
 	var state struct {
 		State json.RawMessage `json:"state"`

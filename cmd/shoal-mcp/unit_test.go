@@ -174,7 +174,7 @@ func TestKernelErrorShapes(t *testing.T) {
 	if !strings.HasPrefix(kernelError(context.Canceled), "kernel error:") || !strings.HasPrefix(kernelError(errors.New("eof")), "kernel error:") {
 		t.Error("non-kernel errors lack the prefix")
 	}
-	res := toolFailure(&rpc.Error{Code: rpc.PolicyRefused, Message: "plan it"})
+	res := (&Facade{}).toolFailure(&rpc.Error{Code: rpc.PolicyRefused, Message: "plan it"})
 	if !res.IsError || !strings.Contains(resultText(res), "shoal_plan") {
 		t.Errorf("policy refusal: %+v", res)
 	}
