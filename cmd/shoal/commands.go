@@ -106,7 +106,7 @@ func execCommand() *command {
 					return err
 				}
 			} else {
-				printExec(x.stdout, r)
+				printExec(x.stdout, r, *x.cf.session)
 			}
 			if r.Task == "" && r.Exit != nil && *r.Exit != 0 {
 				return exitError{*r.Exit}
@@ -350,7 +350,7 @@ func planApplyCommand() *command {
 				if err := json.Unmarshal(raw, &r); err != nil {
 					return err
 				}
-				printExec(x.stdout, &r)
+				printExec(x.stdout, &r, *x.cf.session)
 				return nil
 			})
 		}}

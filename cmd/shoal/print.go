@@ -93,7 +93,9 @@ func joinAny(v any) string {
 	return strings.Join(s, ",")
 }
 
-func printExec(w io.Writer, r *client.ExecReply) {
+// printExec prints an execution reply: the preview, a status line, and
+// what the confinement refused the run (its hint in CLI terms).
+func printExec(w io.Writer, r *client.ExecReply, session string) {
 	if r.Task != "" {
 		fmt.Fprintf(w, "%s is running as %s (%s); its value will be %s\n", r.Ref, r.Task, r.TaskURI, r.URI)
 		return
@@ -110,6 +112,13 @@ func printExec(w io.Writer, r *client.ExecReply) {
 		extra = " " + r.ValRef
 	}
 	fmt.Fprintf(w, "── %s %s%s\n", r.Ref, status, extra)
+	if c := r.Confined; c != nil {
+		fmt.Fprintf(w, "confined: %s", cliHint(c.Hint, session))
+		if len(c.Denied) > 0 {
+			fmt.Fprintf(w, " (refused: %s)", strings.Join(c.Denied, ", "))
+		}
+		fmt.Fprintln(w)
+	}
 }
 
 // printPlugins is the human form of plugin.list: one row per plugin, then
@@ -151,7 +160,14 @@ var kernelCalls = []struct {
 	{regexp.MustCompile(`plan\.apply \{ref: "([^"]+)"\}( \(MCP: shoal_apply\))?`), "`shoal plan apply%s $1`"},
 	{regexp.MustCompile(`plan\.create \{source\}( \(MCP: shoal_plan\))?`), "`shoal plan create%s SOURCE`"},
 	{regexp.MustCompile(`plan\.apply( \(MCP: shoal_apply\))?`), "`shoal plan apply%s REF`"},
+	{regexp.MustCompile(`plan\.create( \(MCP: shoal_plan\))?`), "`shoal plan create%s SOURCE`"},
+	{regexp.MustCompile(`plan\.list`), "`shoal plan list%s`"},
+	{regexp.MustCompile(`task\.list`), "`shoal task list%s`"},
+	{regexp.MustCompile(`blob\.put`), "`shoal blob put FILE`"},
 	{regexp.MustCompile(` ?\(MCP: shoal_[a-z_]+\)`), ""},
+	// A tool named alone: "plan it with shoal_plan", "(shoal_plan)".
+	{regexp.MustCompile(`\bshoal_plan\b`), "`shoal plan create%s SOURCE`"},
+	{regexp.MustCompile(`\bshoal_apply\b`), "`shoal plan apply%s REF`"},
 }
 
 // cliHint rewrites a kernel message for a person at the command line: the

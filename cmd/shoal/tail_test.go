@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shoal-sh/shoal/core/wire"
 	"github.com/shoal-sh/shoal/sdk/client"
 )
 
@@ -104,6 +105,14 @@ func TestCLIHint(t *testing.T) {
 			"this source needs a plan: the policy says ask (x). Call `shoal plan create SOURCE` to see every effect, have a principal with the Approve grant approve it, then run it with `shoal plan apply REF`"},
 		{`waiting for approval (e.g. ` + "`shoal plan approve --session w plan:ab`" + `); then apply it with plan.apply {ref: "plan:ab"} (MCP: shoal_apply)`, "w",
 			"waiting for approval (e.g. `shoal plan approve --session w plan:ab`); then apply it with `shoal plan apply --session w plan:ab`"},
+		{"writes /x, outside this session's writable paths: plan it with shoal_plan and have it approved", "w",
+			"writes /x, outside this session's writable paths: plan it with `shoal plan create --session w SOURCE` and have it approved"},
+		{"to go beyond, plan the command (shoal_plan) and have it approved", "main",
+			"to go beyond, plan the command (`shoal plan create SOURCE`) and have it approved"},
+		{"no plan plan:1 in this session; plan.list shows the plans you can see", "w",
+			"no plan plan:1 in this session; `shoal plan list --session w` shows the plans you can see"},
+		{"tasks live in kernel memory; task.list shows the session's tasks", "main",
+			"tasks live in kernel memory; `shoal task list` shows the session's tasks"},
 	} {
 		if got := cliHint(tc.msg, tc.session); got != tc.want {
 			t.Errorf("cliHint(%q)\n got %q\nwant %q", tc.msg, got, tc.want)
@@ -129,5 +138,18 @@ func TestHumanDuration(t *testing.T) {
 		if got := humanDuration(tc.d); got != tc.want {
 			t.Errorf("humanDuration(%v) = %q; want %q", tc.d, got, tc.want)
 		}
+	}
+}
+
+// TestPrintExecConfined: a run the confinement refused something says so
+// under its status line, in CLI terms, with the refused paths.
+func TestPrintExecConfined(t *testing.T) {
+	exit := 1
+	var b strings.Builder
+	printExec(&b, &client.ExecReply{Ref: "out:3", Exit: &exit, Confined: &wire.ConfinedNote{Denied: []string{"/etc/x"},
+		Hint: "to go beyond, plan the command (shoal_plan) and have it approved"}}, "w")
+	want := "── out:3 exit 1\nconfined: to go beyond, plan the command (`shoal plan create --session w SOURCE`) and have it approved (refused: /etc/x)\n"
+	if b.String() != want {
+		t.Errorf("printExec:\n got %q\nwant %q", b.String(), want)
 	}
 }
