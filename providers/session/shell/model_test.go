@@ -109,28 +109,13 @@ func words(t *testing.T, src string) []string {
 	}
 	var argv []string
 	for _, w := range call.Args {
-		lit, ok := literalWord(w)
+		lit, ok := plainText(w)
 		if !ok {
 			t.Fatalf("%q: word %d is not literal", src, len(argv))
 		}
 		argv = append(argv, lit)
 	}
 	return argv
-}
-
-func literalWord(w *syntax.Word) (string, bool) {
-	var sb strings.Builder
-	for _, p := range w.Parts {
-		switch p := p.(type) {
-		case *syntax.Lit:
-			sb.WriteString(p.Value)
-		case *syntax.SglQuoted:
-			sb.WriteString(p.Value)
-		default:
-			return "", false
-		}
-	}
-	return sb.String(), true
 }
 
 func set(list []string) []string {
