@@ -39,7 +39,7 @@ func init() {
 		"getopts": readCmd, "time": wrapperCmd(optSpec{stopAtOperand: true}, 0),
 		"kill": killCmd, "alias": aliasCmd, "hash": hashCmd, "shopt": shoptCmd,
 		// Shoal's builtins (DESIGN: evaluator builtins).
-		"ls": readsCmd(optSpec{}), "open": readsCmd(optSpec{}), "from": quiet, "out": quiet,
+		"ls": readsCmd(optSpec{}), "open": readsCmd(optSpec{}), "from": quiet, "to": quiet, "out": quiet,
 		"jq":   patternFirstCmd(optSpec{shortVal: "f", longVal: []string{"arg", "argjson", "slurpfile", "rawfile", "indent", "from-file"}}, "f", "from-file"),
 		"emit": emitCmd,
 	}

@@ -40,6 +40,7 @@ func init() {
 		testBuiltin:   builtinTest,
 		"open":        builtinOpen,
 		"from":        builtinFrom,
+		"to":          builtinTo,
 		"jq":          builtinJq,
 		"emit":        builtinEmit,
 		"recv":        builtinRecv,
