@@ -41,7 +41,7 @@ func init() {
 		// Shoal's builtins (DESIGN: evaluator builtins).
 		"ls": readsCmd(optSpec{}), "open": readsCmd(optSpec{}), "from": quiet, "to": quiet, "out": quiet,
 		"jq":   patternFirstCmd(optSpec{shortVal: "f", longVal: []string{"arg", "argjson", "slurpfile", "rawfile", "indent", "from-file"}}, "f", "from-file"),
-		"emit": emitCmd,
+		"emit": emitCmd, "recv": quiet, // recv reads the bus, which no effect kind covers
 	}
 	for _, n := range []string{"echo", "true", "false", ":", "test", "[", "pwd", "type",
 		"help", "let", "unalias", "wait", "jobs", "fg", "bg", "disown",
