@@ -130,7 +130,8 @@ func TestCompletion(t *testing.T) {
 }
 
 // TestPTYSchemaIsBehaviour: shoal_pty_open's schema states the defaults
-// and bounds the kernel applies, not others.
+// and bounds the kernel applies, not others: in its constants and
+// through a real kernel.
 func TestPTYSchemaIsBehaviour(t *testing.T) {
 	var f Facade
 	for _, def := range f.toolDefs() {
@@ -152,6 +153,33 @@ func TestPTYSchemaIsBehaviour(t *testing.T) {
 		if cols.Minimum != pty.MinSize || rows.Minimum != pty.MinSize || cols.Maximum != pty.MaxCols || rows.Maximum != pty.MaxRows {
 			t.Errorf("schema bounds cols %d..%d rows %d..%d; the kernel takes %d..%d and %d..%d",
 				cols.Minimum, cols.Maximum, rows.Minimum, rows.Maximum, pty.MinSize, pty.MaxCols, pty.MinSize, pty.MaxRows)
+		}
+		// And through a real kernel: no size opens the schema's default,
+		// the schema's bounds are accepted, one past them refused.
+		p := startStdio(t, newStateDir(t), "agent:pty")
+		open := func(args map[string]any) *mcp.CallToolResult {
+			t.Helper()
+			args["command"] = "cat"
+			res := p.call("shoal_pty_open", args)
+			if !res.IsError {
+				m := res.StructuredContent.(map[string]any)
+				t.Cleanup(func() { p.call("shoal_pty_close", map[string]any{"pty": m["pty"]}) })
+			}
+			return res
+		}
+		res := open(map[string]any{})
+		if m, _ := res.StructuredContent.(map[string]any); res.IsError || fmt.Sprint(m["cols"], "x", m["rows"]) != fmt.Sprint(cols.Default, "x", rows.Default) {
+			t.Errorf("shoal_pty_open without a size: %v; the schema says %dx%d", res.StructuredContent, cols.Default, rows.Default)
+		}
+		for _, size := range [][2]int{{cols.Minimum, rows.Minimum}, {cols.Maximum, rows.Maximum}} {
+			if res := open(map[string]any{"cols": size[0], "rows": size[1]}); res.IsError {
+				t.Errorf("shoal_pty_open %dx%d, inside the schema's bounds: %s", size[0], size[1], resultText(res))
+			}
+		}
+		for _, size := range [][2]int{{cols.Minimum - 1, rows.Default}, {cols.Default, rows.Maximum + 1}} {
+			if res := open(map[string]any{"cols": size[0], "rows": size[1]}); !res.IsError {
+				t.Errorf("shoal_pty_open %dx%d, outside the schema's bounds, was accepted", size[0], size[1])
+			}
 		}
 		return
 	}

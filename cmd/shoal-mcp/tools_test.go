@@ -130,6 +130,14 @@ func TestExecAndGet(t *testing.T) {
 	if b, _ := json.Marshal(got["value"]); string(b) != `["c"]` {
 		t.Errorf("slice -1.. = %s", b)
 	}
+	// a.. (to the end), as values.md documents and the URI accepts.
+	got, _ = p.callOK("shoal_get", map[string]any{"target": ref, "path": ".items", "slice": "1.."})
+	if b, _ := json.Marshal(got["value"]); string(b) != `["b","c"]` {
+		t.Errorf("slice 1.. = %s", b)
+	}
+	if uri := p.read("shoal://out/" + strings.TrimPrefix(ref, "out:") + "?path=.items&slice=1.."); string(uri.StructuredContent) != `{"$":"list","v":[{"$":"str","v":"b"},{"$":"str","v":"c"}]}` {
+		t.Errorf("URI slice 1.. = %s", uri.StructuredContent)
+	}
 	got, _ = p.callOK("shoal_get", map[string]any{"target": ref, "path": ".items", "elide": map[string]any{"max_items": 1}})
 	if got["elided"] != true || got["next"] != `shoal_get {"target":"`+ref+`","path":".items","slice":"1..2"} shows the next part` {
 		t.Errorf("elide max_items 1 on 3 items: elided = %v next %v (%v)", got["elided"], got["next"], got["value"])
