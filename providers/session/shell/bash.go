@@ -175,6 +175,9 @@ func builtinBash(c *call) error {
 	b.analysis = analyze.AnalyzeFile(b.file, analyze.Env{Cwd: c.hc.Dir, WalkCap: 1,
 		Lookup: func(name string) (string, bool) { v := c.hc.Env.Get(name); return v.String(), v.IsSet() },
 		Func:   func(name string) (*syntax.Stmt, bool) { f, ok := b.funcs[name]; return f, ok }})
+	if c.ru.need.secrets || slices.ContainsFunc(b.analysis.Heads, func(h string) bool { return h == "env" || h == "printenv" }) {
+		c.ru.mark(MarkSecretSource)
+	}
 	for _, ef := range b.analysis.Effects {
 		if slices.Contains(observedKinds, ef.Kind) {
 			target := ef.Target

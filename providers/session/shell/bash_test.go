@@ -95,6 +95,13 @@ func TestBashFallbackNotTaken(t *testing.T) {
 	}
 	// A source too long for one argument of bash -c.
 	runExpect(t, e2, `true | false; echo "[${PIPESTATUS[*]}]"`+"\n#"+strings.Repeat("x", maxBashSource), "[]\n", false)
+	// What may print the environment is marked as it is when interpreted.
+	for _, src := range []string{`: $BASHPID; env`, `: $BASHPID; sudo -n env`, `: $BASHPID; set`, `: $BASHPID; cat .env`, `: $BASHPID; . ./.env`} {
+		res, err := e2.Run(context.Background(), src)
+		if err != nil || !slices.Contains(res.Marks, MarkSecretSource) || !slices.Contains(res.Marks, MarkBash) {
+			t.Errorf("%q: marks %v (%v)", src, res.Marks, err)
+		}
+	}
 	// An ordinary source stays typed.
 	res = runExpect(t, e2, "ls", "", false)
 	if !res.Builtin {

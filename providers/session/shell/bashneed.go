@@ -21,6 +21,11 @@ type bashNeeds struct {
 	shoalish bool   // the source calls a Shoal-only builtin: it must stay in the interpreter
 	usesJq   bool   // jq is a builtin here; under bash it must be a program on PATH
 	usesTrap bool   // the source calls trap: the state is saved by code after it, not by an EXIT trap
+	// secrets: the source may print the environment or read a dotenv
+	// file (set alone, env, printenv, a .env word), which the handlers
+	// notice as it runs in the interpreter; under bash it is read off
+	// the source instead.
+	secrets bool
 	// Names for checks that need the whole source: assignments to a
 	// name declared readonly (fatal in bash), declare -p of a name
 	// declared associative (bash's own listing).
@@ -66,6 +71,9 @@ func (b *bashNeeds) see(n syntax.Node) {
 	switch n := n.(type) {
 	case *syntax.Redirect:
 		b.because(redirReason(n))
+		if n.Word != nil {
+			b.dotEnv(n.Word)
+		}
 	case *syntax.ParamExp:
 		b.because(paramReason(n))
 	case *syntax.DeclClause:
@@ -286,7 +294,12 @@ func (b *bashNeeds) call(c *syntax.CallExpr) string {
 		return ""
 	}
 	name := c.Args[0].Lit()
+	for _, w := range c.Args[1:] {
+		b.dotEnv(w)
+	}
 	switch {
+	case name == "env" || name == "printenv" || name == "set" && len(c.Args) == 1:
+		b.secrets = true
 	case shoalOnly[name]:
 		b.shoalish = true
 	case name == "jq":
@@ -350,6 +363,12 @@ func shoptReason(args []*syntax.Word) string {
 		return "shopt listing"
 	}
 	return ""
+}
+
+func (b *bashNeeds) dotEnv(w *syntax.Word) {
+	if t, ok := plainText(w); ok && isDotEnv(t) {
+		b.secrets = true
+	}
 }
 
 // trapIn reports whether stmts call trap.
