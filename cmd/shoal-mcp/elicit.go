@@ -9,6 +9,8 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/shoal-sh/shoal/core/wire"
 )
 
 // elicitTimeout bounds how long the facade waits for the person to answer
@@ -39,15 +41,15 @@ type planView struct {
 
 // approvalMessage is the form's text: what would run, what it would do,
 // whether it can be undone, and why the policy asks.
-func approvalMessage(p planView) string {
+func approvalMessage(p *wire.Plan) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s (%s) asks to run a plan the policy does not allow on its own.\n\n", p.Principal, p.Session)
 	fmt.Fprintf(&b, "Source:\n  %s\n\n", strings.ReplaceAll(p.Source, "\n", "\n  "))
 	b.WriteString("Effects:\n")
-	if len(p.Details) == 0 {
+	if len(p.EffectDetails) == 0 {
 		b.WriteString("  (none the analyzer could see)\n")
 	}
-	for _, d := range p.Details {
+	for _, d := range p.EffectDetails {
 		rev := "reversible"
 		if !d.Reversible {
 			rev = "NOT reversible"
@@ -111,9 +113,9 @@ func (f *Facade) askApproval(ctx context.Context, ref string) string {
 
 // pendingPlan is the plan ref names when it waits for a person's
 // approval; ok is false otherwise (allowed, denied, decided, unknown).
-func (f *Facade) pendingPlan(ctx context.Context, ref string) (planView, bool) {
-	var p planView
-	if err := f.link.call(ctx, "plan.get", map[string]string{"ref": ref}, &p); err != nil {
+func (f *Facade) pendingPlan(ctx context.Context, ref string) (*wire.Plan, bool) {
+	p := new(wire.Plan)
+	if err := f.link.call(ctx, "plan.get", map[string]string{"ref": ref}, p); err != nil {
 		return p, false
 	}
 	return p, p.Verdict == "ask" && p.Approval == "pending"

@@ -14,6 +14,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/shoal-sh/shoal/core/render"
+	"github.com/shoal-sh/shoal/core/wire"
 	"github.com/shoal-sh/shoal/sdk/client"
 )
 
@@ -279,14 +280,11 @@ func kernelRPCError(err error) *rpcError {
 }
 
 func (f *Facade) resourcesList(ctx context.Context, _ json.RawMessage) (any, *rpcError) {
-	var r struct {
-		Resources []json.RawMessage `json:"resources"`
-		Warnings  []string          `json:"warnings"`
-	}
+	var r wire.ResourceList
 	if err := f.link.call(ctx, "resources.list", struct{}{}, &r); err != nil {
 		return nil, kernelRPCError(err)
 	}
-	out := map[string]any{"resources": nonNilRaw(r.Resources)}
+	out := map[string]any{"resources": nonNil(r.Resources)}
 	for _, w := range r.Warnings {
 		f.notify(mcp.LoggingLevelWarning, "shoal-kernel", w)
 	}
@@ -298,13 +296,11 @@ func (f *Facade) resourcesList(ctx context.Context, _ json.RawMessage) (any, *rp
 }
 
 func (f *Facade) resourceTemplates(ctx context.Context, _ json.RawMessage) (any, *rpcError) {
-	var r struct {
-		ResourceTemplates []json.RawMessage `json:"resourceTemplates"`
-	}
+	var r wire.TemplateList
 	if err := f.link.call(ctx, "resources.templates", struct{}{}, &r); err != nil {
 		return nil, kernelRPCError(err)
 	}
-	return map[string]any{"resourceTemplates": nonNilRaw(r.ResourceTemplates)}, nil
+	return map[string]any{"resourceTemplates": nonNil(r.ResourceTemplates)}, nil
 }
 
 // metaPrefix namespaces the facade's keys in MCP _meta objects.
@@ -388,9 +384,10 @@ func readMeta(elided bool, marks []string, about map[string]any) map[string]any 
 	return m
 }
 
-func nonNilRaw(v []json.RawMessage) []json.RawMessage {
+// nonNil is v, or an empty list for nil, so the answer shows [].
+func nonNil[T any](v []T) []T {
 	if v == nil {
-		return []json.RawMessage{}
+		return []T{}
 	}
 	return v
 }

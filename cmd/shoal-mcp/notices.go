@@ -11,6 +11,8 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/shoal-sh/shoal/core/wire"
 )
 
 // Logging (notifications/message) and completion (completion/complete):
@@ -107,15 +109,14 @@ func (f *Facade) startupNotices(ctx context.Context, s *session) {
 // warning, that the OS confinement refused a run something (the reply's
 // confined note): the model reads it in the tool result, the person at
 // the host sees it in the host's log.
-func confinementNotice(ctx context.Context, reply map[string]any) {
-	c, _ := reply["confined"].(map[string]any)
+func confinementNotice(ctx context.Context, reply *wire.ExecReply) {
+	c := reply.Confined
 	s, _ := server.ClientSessionFromContext(ctx).(*session)
 	if c == nil || s == nil {
 		return
 	}
-	ref, _ := reply["ref"].(string)
-	msg := fmt.Sprintf("%s: %v", ref, c["hint"])
-	if d := strings.Join(stringList(c["denied"]), ", "); d != "" {
+	msg := fmt.Sprintf("%s: %v", reply.Ref, c.Hint)
+	if d := strings.Join(c.Denied, ", "); d != "" {
 		msg += " (refused: " + d + ")"
 	}
 	s.logTo(mcp.LoggingLevelWarning, "shoal-kernel", msg)
@@ -203,11 +204,7 @@ func (f *Facade) CompleteResourceArgument(ctx context.Context, uri string, arg m
 // listedIDs are the last path segments of the live resources listed under
 // prefix (tasks, plans, terminals), newest first as the kernel lists them.
 func (f *Facade) listedIDs(ctx context.Context, prefix string) []string {
-	var r struct {
-		Resources []struct {
-			URI string `json:"uri"`
-		} `json:"resources"`
-	}
+	var r wire.ResourceList
 	if f.link.call(ctx, "resources.list", struct{}{}, &r) != nil {
 		return nil
 	}
@@ -223,12 +220,7 @@ func (f *Facade) listedIDs(ctx context.Context, prefix string) []string {
 // outNumbers are the transcript numbers of this session's latest
 // executions (the journal keeps each run's ref), newest first.
 func (f *Facade) outNumbers(ctx context.Context) []string {
-	var r struct {
-		Rows []struct {
-			Session string `json:"session"`
-			Ref     string `json:"ref"`
-		} `json:"rows"`
-	}
+	var r wire.JournalRows
 	if f.link.call(ctx, "journal.query", map[string]any{"limit": 200}, &r) != nil {
 		return nil
 	}

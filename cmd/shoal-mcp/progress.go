@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/shoal-sh/shoal/core/wire"
 )
 
 // progressEvery is the least time between two notifications/progress of
@@ -20,17 +22,6 @@ func progressKeyFor() string {
 	var b [12]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
-}
-
-// execProgress is the kernel's exec.progress answer.
-type execProgress struct {
-	Running     bool   `json:"running"`
-	ElapsedMS   int64  `json:"elapsed_ms"`
-	StdoutBytes int64  `json:"stdout_bytes"`
-	StdoutLines int64  `json:"stdout_lines"`
-	StderrBytes int64  `json:"stderr_bytes"`
-	StderrLines int64  `json:"stderr_lines"`
-	LastLine    string `json:"last_line"`
 }
 
 // reportProgress sends notifications/progress for a call that carried a
@@ -53,7 +44,7 @@ func (f *Facade) reportProgress(ctx context.Context, token mcp.ProgressToken, ke
 				return
 			case <-tick.C:
 			}
-			var pr execProgress
+			var pr wire.Progress
 			if err := f.link.call(ctx, "exec.progress", map[string]string{"key": key}, &pr); err != nil || !pr.Running {
 				continue
 			}
@@ -76,7 +67,7 @@ func (f *Facade) reportProgress(ctx context.Context, token mcp.ProgressToken, ke
 }
 
 // progressMessage says how far a run has got, in one bounded line.
-func progressMessage(pr execProgress) string {
+func progressMessage(pr wire.Progress) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "running %.1fs; stdout %s, %d lines", float64(pr.ElapsedMS)/1000, byteSize(pr.StdoutBytes), pr.StdoutLines)
 	if pr.StderrBytes > 0 {

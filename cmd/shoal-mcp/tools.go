@@ -18,6 +18,7 @@ import (
 
 	"github.com/shoal-sh/shoal/core/render"
 	"github.com/shoal-sh/shoal/core/rpc"
+	"github.com/shoal-sh/shoal/core/wire"
 )
 
 // defaultExecTimeout applies when shoal_exec names no timeout_ms. MCP
@@ -399,32 +400,34 @@ func structured(raw json.RawMessage) (map[string]any, error) {
 	return m, nil
 }
 
-// num reads an integer member of a decoded kernel answer.
-func num(v any) (int64, bool) {
-	switch n := v.(type) {
-	case json.Number:
-		i, err := n.Int64()
-		return i, err == nil
-	case float64:
-		return int64(n), true
-	}
-	return 0, false
-}
-
 // result is a successful tool result: text for the model, the object for
 // machines.
 func result(text string, obj any) *mcp.CallToolResult {
 	return mcp.NewToolResultStructured(obj, capText(text))
 }
 
-// call makes a kernel call for a tool and decodes the answer as an object.
-func (f *Facade) callObject(ctx context.Context, method string, params any) (map[string]any, json.RawMessage, error) {
+// passOn is a successful tool result whose structuredContent is the
+// kernel's answer as it came.
+func (f *Facade) passOn(text string, raw json.RawMessage) (*mcp.CallToolResult, error) {
+	m, err := structured(raw)
+	if err != nil {
+		return f.toolFailure(err), nil
+	}
+	return result(text, m), nil
+}
+
+// callTyped makes a kernel call for a tool and decodes the answer into
+// into, its core/wire type; the answer comes back raw too, for a tool
+// that passes the kernel's record on as it came.
+func (f *Facade) callTyped(ctx context.Context, method string, params, into any) (json.RawMessage, error) {
 	var raw json.RawMessage
 	if err := f.link.call(ctx, method, params, &raw); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	m, err := structured(raw)
-	return m, raw, err
+	if err := json.Unmarshal(raw, into); err != nil {
+		return nil, fmt.Errorf("kernel answer of %s: %w", method, err)
+	}
+	return raw, nil
 }
 
 // toolHandler is a tool's handler and the type of its arguments.
@@ -501,16 +504,16 @@ func (f *Facade) toolApply(ctx context.Context, req mcp.CallToolRequest, a apply
 
 // execLike runs exec or plan.apply and shapes their common reply.
 func (f *Facade) execLike(ctx context.Context, method string, params any, typed bool) (*mcp.CallToolResult, error) {
-	m, raw, err := f.callObject(ctx, method, params)
+	var r wire.ExecReply
+	if err := f.link.call(ctx, method, params, &r); err != nil {
+		return f.toolFailure(err), nil
+	}
+	text := execText(&r)
+	o, next, err := execObject(&r, typed)
 	if err != nil {
 		return f.toolFailure(err), nil
 	}
-	text := execText(m)
-	o, next, err := execObject(raw, typed)
-	if err != nil {
-		return f.toolFailure(err), nil
-	}
-	confinementNotice(ctx, m)
+	confinementNotice(ctx, &r)
 	if next != "" {
 		text += "\nnext: " + next
 	}
@@ -538,24 +541,21 @@ const minFit = 256
 // the output (stdout and stderr of a command, the rendered preview of a
 // builtin's value), what was cut and the exact next call. typed adds the
 // typed preview.
-func execObject(raw json.RawMessage, typed bool) (*obj, string, error) {
-	d, err := decodeInOrder(raw)
-	if err != nil {
-		return nil, "", err
-	}
-	r, ok := d.(*obj)
-	if !ok {
-		return nil, "", fmt.Errorf("kernel answer is not a JSON object")
+func execObject(r *wire.ExecReply, typed bool) (*obj, string, error) {
+	// The preview keeps its members' order: a model reads them as sent.
+	var preview any
+	if len(r.Preview) > 0 {
+		var err error
+		if preview, err = decodeInOrder(r.Preview); err != nil {
+			return nil, "", err
+		}
 	}
 	o := newObj()
-	for _, k := range []string{"ref", "uri", "ok", "exit"} {
-		o.set(k, r.get(k))
-	}
-	ref, _ := r.get("ref").(string)
-	state, _ := r.get("state").(string)
-	if task, _ := r.get("task").(string); task != "" {
+	o.set("ref", r.Ref).set("uri", r.URI).set("ok", r.OK).set("exit", r.Exit)
+	ref, state := r.Ref, r.State
+	if task := r.Task; task != "" {
 		o.set("task", task)
-		o.set("task_uri", r.get("task_uri"))
+		o.set("task_uri", r.TaskURI)
 		if state == "running" {
 			o.set("state", state)
 			id := strings.TrimPrefix(task, "task:")
@@ -565,19 +565,21 @@ func execObject(raw json.RawMessage, typed bool) (*obj, string, error) {
 			return o, next, nil
 		}
 	}
-	if ns, ok := num(r.get("duration_ns")); ok {
-		o.set("ms", json.Number(strconv.FormatFloat(float64(ns)/1e6, 'f', 1, 64)))
+	o.set("ms", json.Number(strconv.FormatFloat(float64(r.DurationNS)/1e6, 'f', 1, 64)))
+	if len(r.Effects) > 0 {
+		o.set("effects", r.Effects)
 	}
-	if effects, ok := r.get("effects").([]any); ok && len(effects) > 0 {
-		o.set("effects", effects)
+	if r.ValRef != "" {
+		o.set("val_ref", r.ValRef)
 	}
-	for _, k := range []string{"val_ref", "marks", "confined"} {
-		if v := r.get(k); v != nil {
-			o.set(k, v)
-		}
+	if r.Marks != nil {
+		o.set("marks", r.Marks)
+	}
+	if r.Confined != nil {
+		o.set("confined", r.Confined)
 	}
 	var cuts []cut
-	preview := r.get("preview")
+	typedPreview := preview
 	if rec, ok := preview.(*obj); ok && rec.get("$") == "record" {
 		if fields, ok := rec.get("v").(*obj); ok && isExecRecord(fields) {
 			for _, k := range []string{"stdout", "stderr"} {
@@ -590,12 +592,12 @@ func execObject(raw json.RawMessage, typed bool) (*obj, string, error) {
 	}
 	if preview != nil {
 		plainPreview(preview, "", &cuts)
-		if text, _ := r.get("preview_text").(string); text != "" {
-			o.set("preview", text)
+		if r.PreviewText != "" {
+			o.set("preview", r.PreviewText)
 		}
 	}
-	if typed && r.get("preview") != nil {
-		o.set("value", r.get("preview"))
+	if typed && typedPreview != nil {
+		o.set("value", typedPreview)
 	}
 	next := nextForCuts(ref, cuts)
 	if len(cuts) > 0 {
@@ -621,15 +623,14 @@ func isExecRecord(fields *obj) bool {
 
 // execText is an execution reply as a model reads it: one status line,
 // then the preview.
-func execText(m map[string]any) string {
-	ref, _ := m["ref"].(string)
-	task, _ := m["task"].(string)
-	state, _ := m["state"].(string)
+func execText(r *wire.ExecReply) string {
+	ref, task, state := r.Ref, r.Task, r.State
+	succeeded := r.OK != nil && *r.OK
 	if state == "" {
 		switch {
-		case task != "" && m["exit"] == nil:
+		case task != "" && r.Exit == nil:
 			state = "running"
-		case m["ok"] == true:
+		case succeeded:
 			state = "completed"
 		default:
 			state = "failed"
@@ -641,58 +642,41 @@ func execText(m map[string]any) string {
 		fmt.Fprintf(&b, "%s running as %s; once it ended, shoal_get {\"target\":%q} reads its value.", ref, task, ref)
 	default:
 		status := "ok"
-		if m["ok"] != true {
+		if !succeeded {
 			status = "failed"
 		}
 		fmt.Fprintf(&b, "%s %s", ref, status)
-		if exit, ok := num(m["exit"]); ok {
-			fmt.Fprintf(&b, ", exit %d", exit)
+		if r.Exit != nil {
+			fmt.Fprintf(&b, ", exit %d", *r.Exit)
 		}
-		if ns, ok := num(m["duration_ns"]); ok {
-			fmt.Fprintf(&b, ", %s", time.Duration(ns).Round(time.Microsecond*100))
-		}
+		fmt.Fprintf(&b, ", %s", time.Duration(r.DurationNS).Round(time.Microsecond*100))
 		if task != "" {
 			fmt.Fprintf(&b, ", as %s", task)
 		}
-		if uri, _ := m["uri"].(string); uri != "" {
-			fmt.Fprintf(&b, "; value kept at %s", uri)
+		if r.URI != "" {
+			fmt.Fprintf(&b, "; value kept at %s", r.URI)
 		}
 	}
-	if effects := strings.Join(stringList(m["effects"]), ", "); effects != "" {
+	if effects := strings.Join(r.Effects, ", "); effects != "" {
 		fmt.Fprintf(&b, "\neffects: %s", effects)
 	}
-	if v, _ := m["val_ref"].(string); v != "" {
-		fmt.Fprintf(&b, "\nvalue stored as %s", v)
+	if r.ValRef != "" {
+		fmt.Fprintf(&b, "\nvalue stored as %s", r.ValRef)
 	}
-	if marks := strings.Join(stringList(m["marks"]), ", "); marks != "" {
+	if marks := strings.Join(r.Marks, ", "); marks != "" {
 		fmt.Fprintf(&b, "\nmarks: %s", marks)
 	}
-	if c, _ := m["confined"].(map[string]any); c != nil {
-		fmt.Fprintf(&b, "\nconfined: %s", c["hint"])
-		if d := strings.Join(stringList(c["denied"]), ", "); d != "" {
+	if c := r.Confined; c != nil {
+		fmt.Fprintf(&b, "\nconfined: %s", c.Hint)
+		if d := strings.Join(c.Denied, ", "); d != "" {
 			fmt.Fprintf(&b, " (refused: %s)", d)
 		}
 	}
-	if p, _ := m["preview_text"].(string); p != "" {
+	if r.PreviewText != "" {
 		b.WriteString("\n")
-		b.WriteString(p)
+		b.WriteString(r.PreviewText)
 	}
 	return b.String()
-}
-
-func stringList(v any) []string {
-	list, _ := v.([]any)
-	out := make([]string, 0, len(list))
-	for _, x := range list {
-		switch x := x.(type) {
-		case string:
-			out = append(out, x)
-		default:
-			b, _ := json.Marshal(x)
-			out = append(out, string(b))
-		}
-	}
-	return out
 }
 
 // getArgs are shoal_get's arguments (its input schema's properties).
@@ -842,16 +826,19 @@ type planArgs struct {
 }
 
 func (f *Facade) toolPlan(ctx context.Context, req mcp.CallToolRequest, a planArgs) (*mcp.CallToolResult, error) {
-	m, raw, err := f.callObject(ctx, "plan.create", map[string]any{"source": a.Source})
+	var p wire.Plan
+	raw, err := f.callTyped(ctx, "plan.create", map[string]any{"source": a.Source}, &p)
 	if err != nil {
 		return f.toolFailure(err), nil
 	}
-	ref, _ := m["ref"].(string)
-	verdict, _ := m["verdict"].(string)
-	approval, _ := m["approval"].(string)
+	o, err := objOf(raw)
+	if err != nil {
+		return f.toolFailure(err), nil
+	}
+	ref, verdict, approval := p.Ref, p.Verdict, p.Approval
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s verdict %s, approval %s, reversible %v\n", ref, verdict, approval, m["reversible"])
-	if effects := strings.Join(stringList(m["effects"]), "; "); effects != "" {
+	fmt.Fprintf(&b, "%s verdict %s, approval %s, reversible %v\n", ref, verdict, approval, p.Reversible)
+	if effects := strings.Join(p.Effects, "; "); effects != "" {
 		fmt.Fprintf(&b, "effects: %s\n", effects)
 	}
 	var next string
@@ -868,7 +855,6 @@ func (f *Facade) toolPlan(ctx context.Context, req mcp.CallToolRequest, a planAr
 	}
 	b.WriteString(next + "\n")
 	b.WriteString(indentJSON(raw))
-	o := objOf(raw, m)
 	o.set("next", next)
 	return modelResult(b.String(), o), nil
 }
@@ -905,11 +891,15 @@ func (f *Facade) toolPTYRead(ctx context.Context, req mcp.CallToolRequest, a pty
 }
 
 func (f *Facade) screenCall(ctx context.Context, method string, params any) (*mcp.CallToolResult, error) {
-	m, raw, err := f.callObject(ctx, method, params)
+	var s wire.Screen
+	raw, err := f.callTyped(ctx, method, params, &s)
 	if err != nil {
 		return f.toolFailure(err), nil
 	}
-	o := objOf(raw, m)
+	o, err := objOf(raw)
+	if err != nil {
+		return f.toolFailure(err), nil
+	}
 	// Trailing blanks and empty rows carry nothing.
 	if lines, ok := o.get("lines").([]any); ok {
 		trimmed := make([]any, 0, len(lines))
@@ -922,47 +912,39 @@ func (f *Facade) screenCall(ctx context.Context, method string, params any) (*mc
 		}
 		o.set("lines", trimmed)
 	}
-	return modelResult(screenText(m), o), nil
+	return modelResult(screenText(&s), o), nil
 }
 
-// objOf is a kernel answer as an ordered object (m's members when it
-// does not decode so).
-func objOf(raw json.RawMessage, m map[string]any) *obj {
-	if d, err := decodeInOrder(raw); err == nil {
-		if o, ok := d.(*obj); ok {
-			return o
-		}
+// objOf is a kernel answer as an object that keeps its members' order.
+func objOf(raw json.RawMessage) (*obj, error) {
+	d, err := decodeInOrder(raw)
+	if err != nil {
+		return nil, err
 	}
-	o := newObj()
-	for k, v := range m {
-		o.set(k, v)
+	o, ok := d.(*obj)
+	if !ok {
+		return nil, fmt.Errorf("kernel answer is not a JSON object")
 	}
-	return o
+	return o, nil
 }
 
 // screenText shows a terminal screen: a status line, then its rows.
-func screenText(m map[string]any) string {
+func screenText(s *wire.Screen) string {
 	var b strings.Builder
-	pty, _ := m["pty"].(string)
-	cmd, _ := m["command"].(string)
-	fmt.Fprintf(&b, "%s", pty)
-	if cmd != "" {
-		fmt.Fprintf(&b, " %q", cmd)
+	fmt.Fprintf(&b, "%s", s.PTY)
+	if s.Command != "" {
+		fmt.Fprintf(&b, " %q", s.Command)
 	}
-	if c, ok := num(m["cols"]); ok {
-		fmt.Fprintf(&b, " %dx%v", c, m["rows"])
-	}
-	if m["alive"] == true {
+	fmt.Fprintf(&b, " %dx%d", s.Cols, s.Rows)
+	if s.Alive {
 		b.WriteString(" alive")
-	} else if exit, ok := num(m["exit"]); ok {
-		fmt.Fprintf(&b, " exited %d", exit)
+	} else if s.Exit != nil {
+		fmt.Fprintf(&b, " exited %d", *s.Exit)
 	} else {
 		b.WriteString(" ended")
 	}
-	if cur, ok := m["cursor"].(map[string]any); ok {
-		fmt.Fprintf(&b, ", cursor row %v col %v", cur["row"], cur["col"])
-	}
-	lines := stringList(m["lines"])
+	fmt.Fprintf(&b, ", cursor row %d col %d", s.Cursor.Row, s.Cursor.Col)
+	lines := s.Lines
 	for len(lines) > 0 && strings.TrimSpace(lines[len(lines)-1]) == "" {
 		lines = lines[:len(lines)-1]
 	}
@@ -972,30 +954,29 @@ func screenText(m map[string]any) string {
 }
 
 func (f *Facade) toolPTYList(ctx context.Context, _ mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, error) {
-	m, _, err := f.callObject(ctx, "pty.list", struct{}{})
+	var l wire.PTYList
+	raw, err := f.callTyped(ctx, "pty.list", struct{}{}, &l)
 	if err != nil {
 		return f.toolFailure(err), nil
 	}
-	list, _ := m["ptys"].([]any)
-	if list == nil {
-		m["ptys"] = []any{}
-	}
 	var b strings.Builder
-	if len(list) == 0 {
+	if len(l.PTYs) == 0 {
 		b.WriteString("no terminals open; shoal_pty_open starts one")
 	}
-	for i, x := range list {
-		p, _ := x.(map[string]any)
+	for i, p := range l.PTYs {
 		if i > 0 {
 			b.WriteString("\n")
 		}
 		state := "alive"
-		if p["alive"] != true {
-			state = fmt.Sprintf("ended (exit %v)", p["exit"])
+		if !p.Alive {
+			state = "ended (exit <nil>)"
+			if p.Exit != nil {
+				state = fmt.Sprintf("ended (exit %d)", *p.Exit)
+			}
 		}
-		fmt.Fprintf(&b, "%v %q %vx%v %s", p["pty"], p["command"], p["cols"], p["rows"], state)
+		fmt.Fprintf(&b, "%s %q %dx%d %s", p.PTY, p.Command, p.Cols, p.Rows, state)
 	}
-	return result(b.String(), m), nil
+	return f.passOn(b.String(), raw)
 }
 
 // ptyCloseArgs are shoal_pty_close's arguments (its input schema's properties).
@@ -1004,15 +985,16 @@ type ptyCloseArgs struct {
 }
 
 func (f *Facade) toolPTYClose(ctx context.Context, req mcp.CallToolRequest, a ptyCloseArgs) (*mcp.CallToolResult, error) {
-	m, _, err := f.callObject(ctx, "pty.close", a)
+	var c wire.PTYClosed
+	raw, err := f.callTyped(ctx, "pty.close", a, &c)
 	if err != nil {
 		return f.toolFailure(err), nil
 	}
-	text := fmt.Sprintf("%v closed", m["pty"])
-	if exit, ok := num(m["exit"]); ok {
-		text += fmt.Sprintf(", exit %d", int(exit))
+	text := c.PTY + " closed"
+	if c.Exit != nil {
+		text += fmt.Sprintf(", exit %d", *c.Exit)
 	}
-	return result(text, m), nil
+	return f.passOn(text, raw)
 }
 
 // cancelArgs are shoal_cancel's arguments (its input schema's properties).
@@ -1021,23 +1003,23 @@ type cancelArgs struct {
 }
 
 func (f *Facade) toolCancel(ctx context.Context, req mcp.CallToolRequest, a cancelArgs) (*mcp.CallToolResult, error) {
-	m, _, err := f.callObject(ctx, "task.cancel", map[string]any{"task": a.Target})
-	if err != nil {
+	var t wire.Task
+	if _, err := f.callTyped(ctx, "task.cancel", map[string]any{"task": a.Target}, &t); err != nil {
 		return f.toolFailure(err), nil
 	}
-	o := newObj().set("task", m["task"]).set("state", m["state"])
-	text := fmt.Sprintf("%v %v", m["task"], m["state"])
-	if exit, ok := num(m["exit"]); ok {
-		o.set("exit", exit)
-		text += fmt.Sprintf(", exit %d", exit)
+	o := newObj().set("task", t.Task).set("state", t.State)
+	text := t.Task + " " + t.State
+	if t.Exit != nil {
+		o.set("exit", *t.Exit)
+		text += fmt.Sprintf(", exit %d", *t.Exit)
 	}
-	if ref, _ := m["result_ref"].(string); ref != "" {
-		o.set("ref", ref)
-		text += "; what it produced is " + ref
+	if t.ResultRef != "" {
+		o.set("ref", t.ResultRef)
+		text += "; what it produced is " + t.ResultRef
 	}
-	if e, _ := m["error"].(string); e != "" {
-		o.set("error", e)
-		text += "\n" + e
+	if t.Error != "" {
+		o.set("error", t.Error)
+		text += "\n" + t.Error
 	}
 	return modelResult(text, o), nil
 }
@@ -1051,25 +1033,26 @@ type waitArgs struct {
 }
 
 func (f *Facade) toolWait(ctx context.Context, req mcp.CallToolRequest, a waitArgs) (*mcp.CallToolResult, error) {
-	m, raw, err := f.callObject(ctx, "wait", a)
+	var w wire.WaitResult
+	raw, err := f.callTyped(ctx, "wait", a, &w)
 	if err != nil {
 		return f.toolFailure(err), nil
 	}
-	var state struct {
-		State json.RawMessage `json:"state"`
+	o, err := objOf(raw)
+	if err != nil {
+		return f.toolFailure(err), nil
 	}
-	_ = json.Unmarshal(raw, &state)
 	var b strings.Builder
-	if m["satisfied"] == true {
+	if w.Satisfied {
 		fmt.Fprintf(&b, "%s: done waiting", a.Target)
 	} else {
 		fmt.Fprintf(&b, "%s: timed out after %d ms; call shoal_wait again to keep waiting", a.Target, a.TimeoutMS)
 	}
-	if len(state.State) > 0 && string(state.State) != "null" {
+	if len(w.State) > 0 && string(w.State) != "null" {
 		b.WriteString("\n")
-		b.WriteString(indentJSON(state.State))
+		b.WriteString(indentJSON(w.State))
 	}
-	return modelResult(b.String(), objOf(raw, m)), nil
+	return modelResult(b.String(), o), nil
 }
 
 // indentJSON pretty-prints a kernel answer, keeping its field order.

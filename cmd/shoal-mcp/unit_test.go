@@ -16,6 +16,7 @@ import (
 	"github.com/shoal-sh/shoal/core/kernel"
 	"github.com/shoal-sh/shoal/core/render"
 	"github.com/shoal-sh/shoal/core/rpc"
+	"github.com/shoal-sh/shoal/core/wire"
 )
 
 func TestIsLoopbackHost(t *testing.T) {
@@ -146,11 +147,11 @@ func TestExecText(t *testing.T) {
 		{`{"ref":"out:5","ok":null,"exit":null,"state":"running","task":"task:2"}`, []string{"out:5 running as task:2", `"target":"out:5"`}},
 		{`{"ref":"out:6","ok":true,"exit":0,"val_ref":"val:blake3:ab","marks":["env"]}`, []string{"out:6 ok", "val:blake3:ab", "marks: env"}},
 	} {
-		var m map[string]any
-		if err := json.Unmarshal([]byte(tc.reply), &m); err != nil {
+		var r wire.ExecReply
+		if err := json.Unmarshal([]byte(tc.reply), &r); err != nil {
 			t.Fatal(err)
 		}
-		got := execText(m)
+		got := execText(&r)
 		for _, w := range tc.want {
 			if !strings.Contains(got, w) {
 				t.Errorf("execText(%s) = %q, lacks %q", tc.reply, got, w)
@@ -335,7 +336,7 @@ func TestExecObject(t *testing.T) {
 	raw := json.RawMessage(`{"ref":"out:7","uri":"shoal://out/7","ok":false,"exit":1,"state":"failed","duration_ns":12345678,"effects":["proc.spawn"],` +
 		`"preview":{"$":"record","v":{"exit":{"$":"int","v":1},"stdout":{"$":"str","v":"line 1\n","elided":{"total_bytes":5000000,"shown_chars":7,"budget":"max_string","next":{"path":".stdout","slice":"7..263"}}},"stderr":{"$":"str","v":"boom\n"}}},` +
 		`"preview_text":"exit: 1\nstdout: …"}`)
-	o, next, err := execObject(raw, false)
+	o, next, err := execObject(execReply(t, raw), false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -349,11 +350,21 @@ func TestExecObject(t *testing.T) {
 		t.Fatalf("next %q", next)
 	}
 	// A builtin's value is previewed as its rendered text; typed adds the typed preview.
-	raw = json.RawMessage(`{"ref":"out:8","uri":"shoal://out/8","ok":true,"exit":0,"preview":{"$":"list","v":[{"$":"int","v":1}]},"preview_text":"1"}`)
-	o, _, _ = execObject(raw, true)
-	if got, _ := compactJSON(o); string(got) != `{"ref":"out:8","uri":"shoal://out/8","ok":true,"exit":0,"preview":"1","value":{"$":"list","v":[{"$":"int","v":1}]}}` {
+	raw = json.RawMessage(`{"ref":"out:8","uri":"shoal://out/8","ok":true,"exit":0,"duration_ns":2000000,"preview":{"$":"list","v":[{"$":"int","v":1}]},"preview_text":"1"}`)
+	o, _, _ = execObject(execReply(t, raw), true)
+	if got, _ := compactJSON(o); string(got) != `{"ref":"out:8","uri":"shoal://out/8","ok":true,"exit":0,"ms":2.0,"preview":"1","value":{"$":"list","v":[{"$":"int","v":1}]}}` {
 		t.Fatalf("builtin value: %s", got)
 	}
+}
+
+// execReply decodes an execution reply as the facade gets it.
+func execReply(t *testing.T, raw json.RawMessage) *wire.ExecReply {
+	t.Helper()
+	var r wire.ExecReply
+	if err := json.Unmarshal(raw, &r); err != nil {
+		t.Fatal(err)
+	}
+	return &r
 }
 
 func TestFit(t *testing.T) {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/shoal-sh/shoal/core/statedir"
 	"github.com/shoal-sh/shoal/core/version"
+	"github.com/shoal-sh/shoal/core/wire"
 	"github.com/shoal-sh/shoal/sdk/client"
 )
 
@@ -162,10 +163,7 @@ func publishCommand() *command {
 				return usageErr("payload is not valid JSON: %s", pos[1])
 			}
 			return x.call("events.publish", map[string]any{"channel": pos[0], "payload": json.RawMessage(pos[1])}, func(raw json.RawMessage) error {
-				var r struct {
-					Channel string `json:"channel"`
-					Seq     uint64 `json:"seq"`
-				}
+				var r wire.Published
 				if err := json.Unmarshal(raw, &r); err != nil {
 					return err
 				}
@@ -303,7 +301,7 @@ func planListCommand() *command {
 				return usageErr("plan list takes no arguments, got %q", pos)
 			}
 			return x.call("plan.list", map[string]string{}, func(raw json.RawMessage) error {
-				var l struct {
+				var l struct { // each plan printed from its own record
 					Plans []json.RawMessage `json:"plans"`
 				}
 				if err := json.Unmarshal(raw, &l); err != nil {
@@ -383,31 +381,31 @@ func statusCommand() *command {
 }
 
 func printStatus(x *invocation, raw json.RawMessage) error {
-	var r map[string]any
+	var r wire.Status
 	if err := json.Unmarshal(raw, &r); err != nil {
 		return err
 	}
 	w := x.stdout
-	ms, _ := r["uptime_ms"].(float64)
-	fmt.Fprintf(w, "kernel %v pid %v up %s\nstate dir %v\nsocket %v\nconnections %v\nfamilies %v\n",
-		r["version"], r["pid"], humanDuration(time.Duration(ms)*time.Millisecond), r["state_dir"], r["socket"], r["connections"], joinAny(r["families"]))
-	if ss, ok := r["sessions"].([]any); ok {
-		for _, s := range ss {
-			m, _ := s.(map[string]any)
-			fmt.Fprintf(w, "session %v (%v attached) in %v\n", m["name"], m["attached"], m["workspace"])
-		}
+	fmt.Fprintf(w, "kernel %s pid %d up %s\nstate dir %s\nsocket %s\nconnections %d\nfamilies %s\n",
+		r.Version, r.PID, humanDuration(time.Duration(r.UptimeMS)*time.Millisecond), r.StateDir, r.Socket, r.Connections, strings.Join(r.Families, ","))
+	for _, s := range r.Sessions {
+		fmt.Fprintf(w, "session %s (%d attached) in %s\n", s.Name, s.Attached, s.Workspace)
 	}
-	if j, ok := r["journal"].(map[string]any); ok {
-		rows, _ := j["rows"].(float64)
-		commits, _ := j["commits"].(float64)
-		wait, _ := j["wait_ns"].(float64)
-		fmt.Fprintf(w, "journal %.0f rows in %.0f commits since start", rows, commits)
-		if rows > 0 {
-			fmt.Fprintf(w, ", %.2f ms average wait for a durable row", wait/rows/1e6)
+	if j := r.Journal; j != nil {
+		fmt.Fprintf(w, "journal %d rows in %d commits since start", j.Rows, j.Commits)
+		if j.Rows > 0 {
+			fmt.Fprintf(w, ", %.2f ms average wait for a durable row", float64(j.WaitNS)/float64(j.Rows)/1e6)
 		}
 		fmt.Fprintln(w)
 	}
-	printCluster(w, r["cluster"])
+	// The cluster's status is its provider's own record.
+	var cluster any
+	if len(r.Cluster) > 0 {
+		if err := json.Unmarshal(r.Cluster, &cluster); err != nil {
+			return err
+		}
+	}
+	printCluster(w, cluster)
 	return nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/shoal-sh/shoal/core/wire"
 	"github.com/shoal-sh/shoal/sdk/client"
 )
 
@@ -32,28 +33,7 @@ func printJSON(w io.Writer, v any) error {
 
 // printPlan shows a plan record for a person.
 func printPlan(w io.Writer, raw json.RawMessage) error {
-	var p struct {
-		Ref        string   `json:"ref"`
-		Source     string   `json:"source"`
-		Principal  string   `json:"principal"`
-		Effects    []string `json:"effects"`
-		Reversible bool     `json:"reversible"`
-		Verdict    string   `json:"verdict"`
-		Approval   string   `json:"approval"`
-		Next       string   `json:"next"`
-		Session    string   `json:"session"`
-		Details    []struct {
-			Kind       string `json:"kind"`
-			Target     string `json:"target"`
-			Reversible bool   `json:"reversible"`
-			Reason     string `json:"reason"`
-		} `json:"effect_details"`
-		Estimates struct {
-			Files     int64 `json:"files"`
-			Bytes     int64 `json:"bytes"`
-			Truncated bool  `json:"truncated"`
-		} `json:"estimates"`
-	}
+	var p wire.Plan
 	if err := json.Unmarshal(raw, &p); err != nil {
 		return printJSON(w, raw)
 	}
@@ -64,7 +44,7 @@ func printPlan(w io.Writer, raw json.RawMessage) error {
 		rev = "NOT reversible"
 	}
 	fmt.Fprintf(w, "  effects: %s (%s)\n", strings.Join(p.Effects, ", "), rev)
-	for _, d := range p.Details {
+	for _, d := range p.EffectDetails {
 		r := ""
 		if !d.Reversible {
 			r = " [irreversible]"

@@ -6,24 +6,14 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/shoal-sh/shoal/core/wire"
 )
 
 // The task commands: the session's background and timed-out executions.
 
-// taskRecord is what the CLI shows of a task.
-type taskRecord struct {
-	Task        string `json:"task"`
-	State       string `json:"state"`
-	Description string `json:"description"`
-	Created     int64  `json:"created"`
-	Finished    int64  `json:"finished"`
-	Exit        *int   `json:"exit"`
-	Error       string `json:"error"`
-	ResultRef   string `json:"result_ref"`
-}
-
-// line is a task on one line: task:3 running 12s  make test.
-func (r taskRecord) line() string {
+// taskLine is a task on one line: task:3 running 12s  make test.
+func taskLine(r *wire.Task) string {
 	took := ""
 	if r.Created > 0 {
 		end := time.Now()
@@ -44,11 +34,11 @@ func (r taskRecord) line() string {
 }
 
 func printTask(x *invocation, raw json.RawMessage) error {
-	var r taskRecord
+	var r wire.Task
 	if err := json.Unmarshal(raw, &r); err != nil {
 		return err
 	}
-	fmt.Fprintln(x.stdout, r.line())
+	fmt.Fprintln(x.stdout, taskLine(&r))
 	if r.Error != "" && r.State != "completed" {
 		fmt.Fprintln(x.stdout, "  "+r.Error)
 	}
@@ -106,12 +96,9 @@ func taskWaitCommand() *command {
 			if !strings.HasPrefix(target, "task:") && !strings.HasPrefix(target, "shoal://") {
 				target = "task:" + target
 			}
-			var state taskRecord
+			var state wire.Task
 			err := x.call("wait", map[string]any{"target": target, "timeout_ms": max(timeout.Milliseconds(), 1)}, func(raw json.RawMessage) error {
-				var r struct {
-					Satisfied bool            `json:"satisfied"`
-					State     json.RawMessage `json:"state"`
-				}
+				var r wire.WaitResult
 				if err := json.Unmarshal(raw, &r); err != nil {
 					return err
 				}
