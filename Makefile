@@ -5,7 +5,7 @@ STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # Example plugins: every examples/* folder with a plugin.toml.
 PLUGINS := $(patsubst %/plugin.toml,%,$(wildcard examples/*/plugin.toml))
 
-.PHONY: all build test check fmt vet staticcheck tidy gotest examples interop bench lint clean
+.PHONY: all build test check fmt vet staticcheck tidy gotest examples interop conformance bench lint clean
 
 all: build
 
@@ -16,7 +16,8 @@ build:
 
 # What CI runs (.ci/run calls only this): the source gates, the example
 # plugins, and the test suite (which also runs the TypeScript SDK interop
-# test in test/interop when node is present, and says SKIP when it is not).
+# test in test/interop when node is present, and the MCP conformance suite
+# in test/conformance when Node >= 22 is, and says SKIP when they are not).
 test: check examples gotest
 
 # The source gates: formatting, vet, staticcheck (pinned), go.mod tidy.
@@ -51,12 +52,12 @@ RACE_PKGS := ./core/bus/... ./core/rpc/... ./core/kernel/... \
 # requests and backpressure, subscriptions and their notifications, two
 # facades starting at once, a kernel going away under a facade,
 # cancellation, the HTTP transport, the stateless revision's listen
-# stream and elicitation; the other tests of the package run without it
+# stream (stdio and HTTP) and elicitation; the other tests of the package run without it
 # (-skip, in the first run). internal/repocheck fails when a name here is
 # not a test of cmd/shoal-mcp, or is a test of another package too.
 MCP_RACE_TESTS := TestStdioBackpressure TestPipedRequests TestStartRace \
 	TestKernelRestart TestSubscribeNotifyUnsubscribe TestSubscriptionCap \
-	TestScenarioCancel TestHTTPTransport TestModernGoSDK TestApprovalInHost
+	TestScenarioCancel TestHTTPTransport TestModernGoSDK TestModernHTTP TestApprovalInHost
 empty :=
 space := $(empty) $(empty)
 MCP_RACE_RE := ^($(subst $(space),|,$(strip $(MCP_RACE_TESTS))))$$
@@ -74,6 +75,11 @@ examples:
 		echo "wasm $$d/$$name.wasm"; \
 		GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -o $$d/$$name.wasm ./$$d || exit 1; \
 	done
+
+# The MCP conformance suite's server scenarios alone, verbose (needs Node
+# >= 22: on PATH, or SHOAL_CONFORMANCE_NODE=/path/to/node).
+conformance:
+	$(GO) test -v -count=1 ./test/conformance
 
 # The TypeScript SDK interop test alone, verbose.
 interop:

@@ -211,6 +211,7 @@ func TestModernHTTP(t *testing.T) {
 				default:
 				}
 			},
+			//lint:ignore SA1019 logging stays supported in the deprecation window; this test is about it
 			LoggingMessageHandler: func(_ context.Context, req *sdk.LoggingMessageRequest) {
 				select {
 				case logs <- fmt.Sprintf("%s %s %v", req.Params.Level, req.Params.Logger, req.Params.Data):

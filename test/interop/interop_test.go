@@ -4,17 +4,13 @@
 package interop
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"github.com/shoal-sh/shoal/internal/testkernel"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -83,67 +79,6 @@ func TestTypeScriptSDKStdio(t *testing.T) {
 
 func TestTypeScriptSDKHTTP(t *testing.T) {
 	bin := setup(t)
-	stateDir := shortDir(t)
-	cmd := exec.Command(bin, "--state-dir", stateDir, "--in-process", "--principal", "agent:interop", "--http", "127.0.0.1:0")
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	urls := make(chan string, 1)
-	var log lockedBuffer
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			line := sc.Text()
-			log.add(line)
-			if _, rest, ok := strings.Cut(line, "serving MCP on "); ok {
-				urls <- strings.Fields(rest)[0]
-				break
-			}
-		}
-		io.Copy(io.Discard, stderr)
-		exited <- cmd.Wait()
-	}()
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(time.Minute):
-			cmd.Process.Kill()
-			t.Error("facade did not exit on SIGTERM")
-		}
-	})
-	select {
-	case url := <-urls:
-		// The facade made its bearer token before it said where it serves.
-		token, err := os.ReadFile(filepath.Join(stateDir, "http.token"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		runScript(t, "http", url, strings.TrimSpace(string(token)))
-	case <-time.After(time.Minute):
-		t.Fatalf("facade did not start serving HTTP:\n%s", log.String())
-	}
-}
-
-// lockedBuffer collects lines from one goroutine for another to read.
-type lockedBuffer struct {
-	mu    sync.Mutex
-	lines []string
-}
-
-func (b *lockedBuffer) add(line string) {
-	b.mu.Lock()
-	b.lines = append(b.lines, line)
-	b.mu.Unlock()
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return strings.Join(b.lines, "\n")
+	url, token := testkernel.ServeMCPHTTP(t, bin, shortDir(t), "agent:interop")
+	runScript(t, "http", url, token)
 }
