@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 func needBash(t *testing.T) {
@@ -155,5 +156,41 @@ func TestBashNeeds(t *testing.T) {
 		if got := ru.need.why != ""; got != want {
 			t.Errorf("%q: needs bash %v (%q), want %v", src, got, ru.need.why, want)
 		}
+	}
+}
+
+// Values that need quoting survive both crossings unchanged.
+func TestBashFallbackQuoting(t *testing.T) {
+	needBash(t)
+	e, _ := newTestEvaluator(t, nil, Options{})
+	runExpect(t, e, `nl=$'a\nb'; q="it's \"x\" \$y \\ z"; arr=("" "two words" $'tab\there'); declare -A m=(["k e y"]="v'1" [x]=""); tricky() { printf '%s|' "$@"; echo; }`, "", false)
+	want := "a\nb|it's \"x\" $y \\ z|\n|two words|tab\there|\nv'1||\n"
+	check := `tricky "$nl" "$q"; tricky "${arr[@]}"; tricky "${m["k e y"]}" "${m[x]}"`
+	runExpect(t, e, check+"; : $BASHPID", want, true)
+	// Round trip through bash and back, then read in the interpreter.
+	runExpect(t, e, `: $BASHPID; nl2=$nl; arr+=(four); m[new]=$'n\nl'`, "", true)
+	runExpect(t, e, check+`; tricky "$nl2" "${#arr[@]}" "${m[new]}"`,
+		strings.Replace(want, "here|", "here|four|", 1)+"a\nb|4|n\nl|\n", false)
+}
+
+// Cancelling a bash run ends bash and what it started, and carries no
+// state back.
+func TestBashFallbackCancel(t *testing.T) {
+	needBash(t)
+	e, _ := newTestEvaluator(t, nil, Options{KillGrace: 100 * time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		for len(e.Processes()) == 0 {
+			time.Sleep(time.Millisecond)
+		}
+		cancel()
+	}()
+	res, err := e.RunWith(ctx, `v=set; exec 3>&1; sleep 60 >&3`, RunOptions{})
+	if err == nil || res.Exit != 130 {
+		t.Fatalf("exit %d err %v", res.Exit, err)
+	}
+	runExpect(t, e, `echo "[${v-}]"`, "[]\n", false)
+	for len(e.Processes()) > 0 {
+		time.Sleep(time.Millisecond)
 	}
 }
