@@ -194,3 +194,25 @@ func TestBashFallbackCancel(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// BenchmarkBashFallback is the cost of a run under bash beside the same
+// work interpreted (docs/shell.md quotes it).
+func BenchmarkBashFallback(b *testing.B) {
+	if findBash("") == "" {
+		b.Skip("no GNU bash")
+	}
+	e, _ := newTestEvaluator(b, nil, Options{})
+	ctx := context.Background()
+	for _, bc := range []struct{ name, src string }{
+		{"interpreted", "x=1; echo $x | cat"},
+		{"bash", "x=1; echo $x | cat; : ${PIPESTATUS[0]}"},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			for b.Loop() {
+				if res, err := e.Run(ctx, bc.src); err != nil || res.Exit != 0 {
+					b.Fatal(err, res)
+				}
+			}
+		})
+	}
+}
