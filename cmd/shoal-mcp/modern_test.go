@@ -43,20 +43,50 @@ func connectModern(t *testing.T, sd *stateDir, dir string, opts *sdk.ClientOptio
 	return cs
 }
 
+// connectModernHTTP connects the official Go SDK at 2026-07-28 to an
+// HTTP facade, with its bearer token; the session is closed when the test
+// ends.
+func connectModernHTTP(t *testing.T, h *httpFacade, opts *sdk.ClientOptions) *sdk.ClientSession {
+	t.Helper()
+	c := sdk.NewClient(&sdk.Implementation{Name: "shoal-modern-http", Version: "1"}, opts)
+	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
+	defer cancel()
+	cs, err := c.Connect(ctx, &sdk.StreamableClientTransport{Endpoint: h.url, MaxRetries: -1,
+		HTTPClient: &http.Client{Transport: bearer{h.token, http.DefaultTransport}}},
+		&sdk.ClientSessionOptions{ProtocolVersion: "2026-07-28"})
+	if err != nil {
+		t.Fatalf("connect over HTTP: %v", err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
 // TestModernApproval: a 2026-07-28 client has no server-to-client
 // requests; shoal_apply of a pending plan answers input_required with the
 // approval form, the SDK asks the person (its elicitation handler) and
-// calls again with the answer, and the approved plan runs.
+// calls again with the answer, and the approved plan runs. Over stdio and
+// over stateless HTTP.
 func TestModernApproval(t *testing.T) {
+	for _, transport := range []string{"stdio", "http"} {
+		t.Run(transport, func(t *testing.T) { modernApproval(t, transport) })
+	}
+}
+
+func modernApproval(t *testing.T, transport string) {
 	sd := newStateDir(t)
-	dir := t.TempDir()
 	var shown []string
-	cs := connectModern(t, sd, dir, &sdk.ClientOptions{
+	opts := &sdk.ClientOptions{
 		ElicitationHandler: func(_ context.Context, req *sdk.ElicitRequest) (*sdk.ElicitResult, error) {
 			shown = append(shown, req.Params.Message)
 			return &sdk.ElicitResult{Action: "accept", Content: map[string]any{"decision": "approve", "reason": "ok"}}, nil
 		},
-	})
+	}
+	var cs *sdk.ClientSession
+	if transport == "http" {
+		cs = connectModernHTTP(t, startHTTP(t, sd, "agent:http"), opts)
+	} else {
+		cs = connectModern(t, sd, t.TempDir(), opts)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
 	defer cancel()
 	call := func(name string, args map[string]any) map[string]any {
