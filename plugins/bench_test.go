@@ -19,6 +19,7 @@ import (
 	"github.com/shoal-sh/shoal/core/rpc"
 	"github.com/shoal-sh/shoal/core/uri"
 	"github.com/shoal-sh/shoal/core/value"
+	"github.com/shoal-sh/shoal/core/wire"
 	"github.com/shoal-sh/shoal/providers/all"
 )
 
@@ -136,8 +137,8 @@ func (h kernelHost) Providers() []core.Provider { return h.s.Providers() }
 func (h kernelHost) Bind(name, channel string) (bus.Validator, error) {
 	return h.s.Bind(name, channel)
 }
-func (h kernelHost) Status() any  { return h.s.Status() }
-func (h kernelHost) Close() error { return h.s.Close() }
+func (h kernelHost) Status() []wire.PluginStatus { return h.s.Status() }
+func (h kernelHost) Close() error                { return h.s.Close() }
 
 // startKernel starts a full kernel (every built-in family, plugins loading
 // in the background as boot starts them) on stateDir, whose

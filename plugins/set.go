@@ -16,6 +16,7 @@ import (
 	"github.com/tetratelabs/wazero"
 
 	"github.com/shoal-sh/shoal/core"
+	"github.com/shoal-sh/shoal/core/wire"
 )
 
 // Health of a plugin in [PluginStatus].
@@ -331,36 +332,7 @@ func (s *Set) Providers() []core.Provider {
 }
 
 // PluginStatus is one plugin as `shoal plugin list` shows it.
-type PluginStatus struct {
-	Name      string   `json:"name"`
-	Version   string   `json:"version,omitempty"`
-	Kind      string   `json:"kind,omitempty"`
-	Dir       string   `json:"dir"`
-	Family    string   `json:"family,omitempty"`
-	Channels  []string `json:"channels,omitempty"`
-	Templates []string `json:"templates,omitempty"`
-	// Schema tells whether payloads are checked against a JSON Schema.
-	Schema bool `json:"schema,omitempty"`
-	// Limits are the effective limits (defaults, grant and maximums applied).
-	Limits Limits `json:"limits"`
-	// Granted are the capabilities the plugin has; Denied those its
-	// manifest asks for and the operator did not grant.
-	Granted Capabilities `json:"granted"`
-	Denied  Capabilities `json:"denied"`
-	// Health is loading, ok, failed or disabled.
-	Health string `json:"health"`
-	// LoadMS is how long the background load took (compiling or reading
-	// the cache, starting the first instance, describing).
-	LoadMS int64 `json:"load_ms,omitempty"`
-	// Error is why a plugin failed to load, or its last failed call.
-	Error   string `json:"error,omitempty"`
-	ErrorAt int64  `json:"error_at,omitempty"` // ns
-	// Calls and Failures count guest calls and the ones that failed with
-	// PLUGIN_ERROR since load; Instances is how many instances are alive.
-	Calls     uint64 `json:"calls"`
-	Failures  uint64 `json:"failures"`
-	Instances int    `json:"instances"`
-}
+type PluginStatus = wire.PluginStatus
 
 // Status describes every plugin found, loaded or not, sorted by name.
 func (s *Set) Status() []PluginStatus {
@@ -368,7 +340,7 @@ func (s *Set) Status() []PluginStatus {
 	for _, p := range s.plugins {
 		st := PluginStatus{
 			Name: p.name, Version: p.man.Version, Kind: p.man.Kind, Dir: p.dir,
-			Limits: p.limits, Granted: p.granted, Denied: p.denied, Health: HealthLoading,
+			Limits: wire.PluginLimits(p.limits), Granted: wire.PluginCapabilities(p.granted), Denied: wire.PluginCapabilities(p.denied), Health: HealthLoading,
 			Calls: p.calls.Load(), Failures: p.failures.Load(),
 		}
 		if p.man.Provider != nil {

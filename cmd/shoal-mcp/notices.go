@@ -87,13 +87,7 @@ func (f *Facade) notify(level mcp.LoggingLevel, logger string, data any) {
 // startupNotices tells a newly initialized client about what already went
 // wrong in the kernel: plugins that failed to load.
 func (f *Facade) startupNotices(ctx context.Context, s *session) {
-	var r struct {
-		Plugins []struct {
-			Name   string `json:"name"`
-			Health string `json:"health"`
-			Error  string `json:"error"`
-		} `json:"plugins"`
-	}
+	var r wire.PluginList
 	if err := f.link.call(ctx, "plugin.list", struct{}{}, &r); err != nil {
 		s.logTo(mcp.LoggingLevelError, "shoal-kernel", "the kernel cannot be reached: "+kernelError(err))
 		return

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -237,16 +236,10 @@ func journalQuery(filters map[string]*string) (map[string]any, error) {
 }
 
 func printJournal(x *invocation, raw json.RawMessage) error {
-	var r struct {
-		Rows []map[string]any `json:"rows"`
-		// Set by scope=cluster answers only.
-		Scope    string `json:"scope"`
-		Complete bool   `json:"complete"`
-		Scanned  int    `json:"scanned"`
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	if err := dec.Decode(&r); err != nil {
+	// A local answer decodes as a cluster one without scope, kernel and
+	// host.
+	var r wire.ClusterJournalRows
+	if err := json.Unmarshal(raw, &r); err != nil {
 		return err
 	}
 	cluster := r.Scope == "cluster"
@@ -256,12 +249,11 @@ func printJournal(x *invocation, raw json.RawMessage) error {
 	}
 	fmt.Fprintln(tw, "ID\tTIME\tPRINCIPAL\tKIND\tHEAD\tOK\tEFFECTS\tREF")
 	for _, row := range r.Rows {
-		ts, _ := row["ts"].(json.Number).Int64()
 		if cluster {
-			fmt.Fprintf(tw, "%v\t%v\t", row["kernel"], row["host"])
+			fmt.Fprintf(tw, "%s\t%s\t", row.Kernel, row.Host)
 		}
-		fmt.Fprintf(tw, "%v\t%s\t%v\t%v\t%v\t%v\t%v\t%v\n", row["entry_id"], time.Unix(0, ts).Format("2006-01-02 15:04:05"),
-			row["principal"], row["kind"], row["head"], row["ok"], joinAny(row["effects"]), row["ref"])
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%v\t%s\t%s\n", row.EntryID, time.Unix(0, row.TS).Format("2006-01-02 15:04:05"),
+			row.Principal, row.Kind, row.Head, row.OK, strings.Join(row.Effects, ","), row.Ref)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -358,9 +350,7 @@ func pluginListCommand() *command {
 	return &command{name: "plugin list", short: "the loaded plugins, their health and load times",
 		run: func(x *invocation, pos []string) error {
 			return x.call("plugin.list", map[string]string{}, func(raw json.RawMessage) error {
-				var r struct {
-					Plugins []map[string]any `json:"plugins"`
-				}
+				var r wire.PluginList
 				if err := json.Unmarshal(raw, &r); err != nil {
 					return err
 				}

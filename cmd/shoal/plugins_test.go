@@ -3,17 +3,19 @@ package main
 import (
 	"strings"
 	"testing"
+
+	"github.com/shoal-sh/shoal/core/wire"
 )
 
 // A plugin still loading shows no load time; a failed one is followed by
 // its reason, so an operator sees why without --json.
 func TestPrintPlugins(t *testing.T) {
 	var b strings.Builder
-	err := printPlugins(&b, []map[string]any{
-		{"name": "kv", "version": "0.1.0", "kind": "provider", "family": "kv", "health": "ok", "load_ms": float64(84)},
-		{"name": "buildcheck", "version": "0.2.0", "kind": "validator", "channels": []any{"user.build.v1"}, "health": "loading"},
-		{"name": "broken", "version": "1.0.0", "kind": "provider", "family": "br", "health": "failed", "load_ms": float64(12),
-			"error": "plugin broken: failed to load: describe names family \"x\", the manifest says \"br\""},
+	err := printPlugins(&b, []wire.PluginStatus{
+		{Name: "kv", Version: "0.1.0", Kind: "provider", Family: "kv", Health: "ok", LoadMS: 84},
+		{Name: "buildcheck", Version: "0.2.0", Kind: "validator", Channels: []string{"user.build.v1"}, Health: "loading"},
+		{Name: "broken", Version: "1.0.0", Kind: "provider", Family: "br", Health: "failed", LoadMS: 12,
+			Error: "plugin broken: failed to load: describe names family \"x\", the manifest says \"br\""},
 	})
 	if err != nil {
 		t.Fatal(err)

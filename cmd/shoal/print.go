@@ -103,22 +103,22 @@ func printExec(w io.Writer, r *client.ExecReply, session string) {
 
 // printPlugins is the human form of plugin.list: one row per plugin, then
 // the reason of each failed load.
-func printPlugins(stdout io.Writer, plugins []map[string]any) error {
+func printPlugins(stdout io.Writer, plugins []wire.PluginStatus) error {
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tVERSION\tKIND\tSERVES\tHEALTH\tLOAD")
 	var failed []string
 	for _, p := range plugins {
-		serves := p["family"]
-		if serves == nil || serves == "" {
-			serves = joinAny(p["channels"])
+		serves := p.Family
+		if serves == "" {
+			serves = strings.Join(p.Channels, ",")
 		}
 		load := "-"
-		if ms, ok := p["load_ms"].(float64); ok {
-			load = fmt.Sprintf("%.0fms", ms)
+		if p.LoadMS > 0 {
+			load = fmt.Sprintf("%dms", p.LoadMS)
 		}
-		fmt.Fprintf(tw, "%v\t%v\t%v\t%v\t%v\t%s\n", p["name"], p["version"], p["kind"], serves, p["health"], load)
-		if e, ok := p["error"].(string); ok && e != "" {
-			failed = append(failed, fmt.Sprintf("%v: %s", p["name"], e))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", p.Name, p.Version, p.Kind, serves, p.Health, load)
+		if p.Error != "" {
+			failed = append(failed, fmt.Sprintf("%s: %s", p.Name, p.Error))
 		}
 	}
 	if err := tw.Flush(); err != nil {

@@ -45,7 +45,7 @@ type PluginHost interface {
 	// Bind returns the validator plugin called name for channel, or why
 	// it cannot check that channel.
 	Bind(name, channel string) (bus.Validator, error)
-	Status() any
+	Status() []wire.PluginStatus
 	Close() error
 }
 

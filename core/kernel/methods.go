@@ -329,10 +329,8 @@ func (k *Kernel) status(_ context.Context, _ *conn, _ *core.Caller, raw json.Raw
 		st := wire.JournalStats(js.Stats())
 		out.Journal = &st
 	}
+	out.Plugins = k.pluginStatus()
 	var err error
-	if out.Plugins, err = json.Marshal(k.pluginStatus()); err != nil {
-		return nil, fmt.Errorf("kernel.status: plugins: %w", err)
-	}
 	if s, ok := k.sessionSvc.(SessionConfinement); ok {
 		if out.Sandbox, err = json.Marshal(s.SandboxStatus()); err != nil {
 			return nil, fmt.Errorf("kernel.status: sandbox: %w", err)
@@ -350,17 +348,13 @@ func (k *Kernel) pluginList(_ context.Context, _ *conn, _ *core.Caller, raw json
 	if err := rpc.NoParams(raw); err != nil {
 		return nil, err
 	}
-	plugins, err := json.Marshal(k.pluginStatus())
-	if err != nil {
-		return nil, fmt.Errorf("plugin.list: %w", err)
-	}
-	return wire.PluginList{Plugins: plugins}, nil
+	return wire.PluginList{Plugins: k.pluginStatus()}, nil
 }
 
 // pluginStatus is the plugin host's status, [] when none is loaded.
-func (k *Kernel) pluginStatus() any {
+func (k *Kernel) pluginStatus() []wire.PluginStatus {
 	if k.plugins == nil {
-		return []any{}
+		return []wire.PluginStatus{}
 	}
 	return k.plugins.Status()
 }

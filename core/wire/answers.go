@@ -415,7 +415,7 @@ type Status struct {
 	Journal     *JournalStats   `json:"journal,omitempty"`
 	Methods     []string        `json:"methods"`
 	PID         int             `json:"pid"`
-	Plugins     json.RawMessage `json:"plugins"`
+	Plugins     []PluginStatus  `json:"plugins"`
 	// Sandbox is what the OS confinement offers and how each live
 	// session is confined (docs/security.md).
 	Sandbox  json.RawMessage `json:"sandbox,omitempty"`
@@ -437,5 +437,50 @@ type SessionStatus struct {
 
 // PluginList is plugin.list's answer.
 type PluginList struct {
-	Plugins json.RawMessage `json:"plugins"`
+	Plugins []PluginStatus `json:"plugins"`
+}
+
+// PluginStatus is one plugin, loaded or not (docs/plugins.md).
+type PluginStatus struct {
+	Name      string   `json:"name"`
+	Version   string   `json:"version,omitempty"`
+	Kind      string   `json:"kind,omitempty"`
+	Dir       string   `json:"dir"`
+	Family    string   `json:"family,omitempty"`
+	Channels  []string `json:"channels,omitempty"`
+	Templates []string `json:"templates,omitempty"`
+	// Schema tells whether payloads are checked against a JSON Schema.
+	Schema bool `json:"schema,omitempty"`
+	// Limits are the effective limits (defaults, grant and maximums applied).
+	Limits PluginLimits `json:"limits"`
+	// Granted are the capabilities the plugin has; Denied those its
+	// manifest asks for and the operator did not grant.
+	Granted PluginCapabilities `json:"granted"`
+	Denied  PluginCapabilities `json:"denied"`
+	// Health is loading, ok, failed or disabled.
+	Health string `json:"health"`
+	// LoadMS is how long the background load took.
+	LoadMS int64 `json:"load_ms,omitempty"`
+	// Error is why a plugin failed to load, or its last failed call.
+	Error   string `json:"error,omitempty"`
+	ErrorAt int64  `json:"error_at,omitempty"` // ns
+	// Calls and Failures count guest calls and the ones that failed with
+	// PLUGIN_ERROR since load; Instances is how many instances are alive.
+	Calls     uint64 `json:"calls"`
+	Failures  uint64 `json:"failures"`
+	Instances int    `json:"instances"`
+}
+
+// PluginLimits are a plugin's effective limits.
+type PluginLimits struct {
+	MemoryMB  int `json:"memory_mb"`
+	TimeoutMS int `json:"timeout_ms"`
+	Instances int `json:"instances"`
+}
+
+// PluginCapabilities are what a plugin may touch outside its memory.
+type PluginCapabilities struct {
+	Env   []string `json:"env,omitempty"`
+	FS    []string `json:"fs,omitempty"`
+	Clock bool     `json:"clock,omitempty"`
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/shoal-sh/shoal/core"
 	"github.com/shoal-sh/shoal/core/bus"
 	"github.com/shoal-sh/shoal/core/kernel"
+	"github.com/shoal-sh/shoal/core/wire"
 	"github.com/shoal-sh/shoal/plugins"
 	"github.com/shoal-sh/shoal/providers/all"
 )
@@ -29,8 +30,8 @@ func (h pluginHost) Providers() []core.Provider { return h.s.Providers() }
 func (h pluginHost) Bind(name, channel string) (bus.Validator, error) {
 	return h.s.Bind(name, channel)
 }
-func (h pluginHost) Status() any  { return h.s.Status() }
-func (h pluginHost) Close() error { return h.s.Close() }
+func (h pluginHost) Status() []wire.PluginStatus { return h.s.Status() }
+func (h pluginHost) Close() error                { return h.s.Close() }
 
 // loadPlugins registers the plugins at once and lets their modules load in
 // the background (plugins.Start): the kernel serves without waiting for

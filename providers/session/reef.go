@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/shoal-sh/shoal/core/wire"
 )
 
 // Reef manifest and lock file names.
@@ -32,32 +34,11 @@ type reefLock struct {
 	} `toml:"tools"`
 }
 
-// ReefTool is one declared tool in the view.
-type ReefTool struct {
-	Name        string `json:"name"`
-	Requirement string `json:"requirement"`
-	Resolved    bool   `json:"resolved"`
-	Path        string `json:"path,omitempty"`
-	Locked      *struct {
-		Version string `json:"version,omitempty"`
-		Path    string `json:"path,omitempty"`
-	} `json:"locked"`
-	// LockMatches is false when the lock pins a path other than the one
-	// the session resolves now.
-	LockMatches *bool  `json:"lock_matches,omitempty"`
-	Problem     string `json:"problem,omitempty"`
-}
+// ReefTool is one declared tool of shoal://session/reef.
+type ReefTool = wire.ReefTool
 
 // ReefView is shoal://session/reef.
-type ReefView struct {
-	Active   bool       `json:"active"`
-	Cwd      string     `json:"cwd"`
-	Scope    string     `json:"scope,omitempty"`
-	Manifest string     `json:"manifest,omitempty"`
-	Lock     *string    `json:"lock"`
-	Tools    []ReefTool `json:"tools"`
-	Message  string     `json:"message,omitempty"`
-}
+type ReefView = wire.ReefView
 
 // reefView finds the nearest reef.toml at or above cwd and reports each
 // declared tool. It only inspects: nothing is installed or run.

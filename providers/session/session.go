@@ -30,6 +30,7 @@ import (
 	"github.com/shoal-sh/shoal/core/rpc"
 	"github.com/shoal-sh/shoal/core/uri"
 	"github.com/shoal-sh/shoal/core/value"
+	"github.com/shoal-sh/shoal/core/wire"
 	"github.com/shoal-sh/shoal/providers/journal"
 	"github.com/shoal-sh/shoal/providers/out"
 	"github.com/shoal-sh/shoal/providers/session/shell"
@@ -775,7 +776,7 @@ func (p *Provider) Read(_ context.Context, c *core.Caller, u *uri.URI) (*core.Co
 	}
 	switch view := u.Segments[0]; view {
 	case "cwd":
-		return &core.Content{Record: map[string]any{"session": c.Session, "cwd": s.ev.Cwd()}}, nil
+		return &core.Content{Record: wire.CwdView{Session: c.Session, Cwd: s.ev.Cwd()}}, nil
 	case "env":
 		return &core.Content{Record: envView(c, s.ev.Env())}, nil
 	case "reef":
@@ -794,20 +795,19 @@ func (p *Provider) Read(_ context.Context, c *core.Caller, u *uri.URI) (*core.Co
 // GrantEnvRead is the grant that shows environment values.
 const GrantEnvRead = "EnvRead"
 
-func envView(c *core.Caller, env []shell.EnvVar) map[string]any {
+func envView(c *core.Caller, env []shell.EnvVar) wire.EnvView {
 	sort.Slice(env, func(i, j int) bool { return env[i].Name < env[j].Name })
 	granted := c.Grants.Has(GrantEnvRead)
-	vars := make([]map[string]any, 0, len(env))
+	out := wire.EnvView{Session: c.Session, Count: len(env), ValuesGranted: granted, Vars: make([]wire.EnvVar, 0, len(env))}
 	for _, e := range env {
-		m := map[string]any{"name": e.Name}
+		v := wire.EnvVar{Name: e.Name}
 		if granted {
-			m["value"] = e.Value
+			v.Value = &e.Value
 		}
-		vars = append(vars, m)
+		out.Vars = append(out.Vars, v)
 	}
-	out := map[string]any{"session": c.Session, "count": len(env), "values_granted": granted, "vars": vars}
 	if !granted {
-		out["values"] = "not granted: values need the EnvRead grant in policy.toml ([grants]); names only"
+		out.Values = "not granted: values need the EnvRead grant in policy.toml ([grants]); names only"
 	}
 	return out
 }
