@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"syscall"
 	"time"
+
+	"github.com/shoal-sh/shoal/core/wire"
 )
 
 func kernelCommand() *command {
@@ -62,9 +64,7 @@ func kernelStopCommand() *command {
 			if err != nil {
 				return err
 			}
-			var st struct {
-				PID int `json:"pid"`
-			}
+			var st wire.Status
 			err = c.Call(x.ctx, "kernel.status", struct{}{}, &st)
 			c.Close()
 			if err != nil {

@@ -38,11 +38,16 @@ func printTask(x *invocation, raw json.RawMessage) error {
 	if err := json.Unmarshal(raw, &r); err != nil {
 		return err
 	}
-	fmt.Fprintln(x.stdout, taskLine(&r))
+	showTask(x, &r)
+	return nil
+}
+
+// showTask prints a task: its line, and why it failed.
+func showTask(x *invocation, r *wire.Task) {
+	fmt.Fprintln(x.stdout, taskLine(r))
 	if r.Error != "" && r.State != "completed" {
 		fmt.Fprintln(x.stdout, "  "+r.Error)
 	}
-	return nil
 }
 
 func taskListCommand() *command {
@@ -52,19 +57,15 @@ func taskListCommand() *command {
 				return usageErr("task list takes no arguments")
 			}
 			return x.call("task.list", struct{}{}, func(raw json.RawMessage) error {
-				var r struct {
-					Tasks []json.RawMessage `json:"tasks"`
-				}
+				var r wire.TaskList
 				if err := json.Unmarshal(raw, &r); err != nil {
 					return err
 				}
 				if len(r.Tasks) == 0 {
 					fmt.Fprintln(x.stdout, "no tasks in this session")
 				}
-				for _, t := range r.Tasks {
-					if err := printTask(x, t); err != nil {
-						return err
-					}
+				for i := range r.Tasks {
+					showTask(x, &r.Tasks[i])
 				}
 				return nil
 			})
