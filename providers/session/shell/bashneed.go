@@ -97,6 +97,12 @@ func (b *bashNeeds) see(n syntax.Node) {
 		b.arith(n.X)
 	case *syntax.ArithmCmd:
 		b.arith(n.X)
+	case *syntax.ForClause:
+		if n.Select {
+			b.because("select")
+		}
+	case *syntax.TimeClause:
+		b.because("time") // the interpreter reports on stdout
 	case *syntax.ExtGlob:
 		if n.Op == syntax.GlobExcept {
 			b.because("the pattern !(…)")
@@ -251,6 +257,9 @@ func (b *bashNeeds) decl(d *syntax.DeclClause) string {
 	for _, as := range d.Args {
 		if as.Naked && as.Name == nil && as.Value != nil {
 			lit := as.Value.Lit()
+			if lit == "-" && variant == "local" {
+				why = "local -"
+			}
 			if len(lit) < 2 || (lit[0] != '-' && lit[0] != '+') || lit == "--" {
 				continue
 			}
@@ -306,6 +315,38 @@ func (b *bashNeeds) call(c *syntax.CallExpr) string {
 		b.usesJq = true
 	case name == "trap":
 		b.usesTrap = true
+		for _, w := range c.Args[1:] {
+			if sig := strings.ToUpper(w.Lit()); sig == "DEBUG" || sig == "RETURN" {
+				return "trap on " + sig
+			}
+		}
+	case name == "wait" || name == "read":
+		// wait -n/-p/-f; read -t (timeout) and -u (another fd).
+		flags := map[string]string{"wait": "npf", "read": "tu"}[name]
+		for _, w := range c.Args[1:] {
+			lit := w.Lit()
+			if lit == "--" || !strings.HasPrefix(lit, "-") {
+				break
+			}
+			if strings.ContainsAny(lit[1:], flags) {
+				return name + " " + lit
+			}
+		}
+	case name == "printf":
+		args := c.Args[1:]
+		if len(args) > 1 && args[0].Lit() == "-v" {
+			args = args[2:]
+		}
+		if len(args) > 0 && args[0].Lit() == "--" {
+			args = args[1:]
+		}
+		if len(args) > 0 {
+			if t, ok := plainText(args[0]); ok && strings.Contains(t, "%(") {
+				return "printf %(…)T"
+			}
+		}
+	case name == "dirs":
+		return "dirs" // bash shows the home directory as ~
 	case bashOnlyBuiltins[name]:
 		return "the builtin " + name
 	case name == "set":
