@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"path/filepath"
 	"reflect"
 	"testing"
 
@@ -112,8 +113,24 @@ func TestAnswersMatchWire(t *testing.T) {
 func TestAnswersAreWireTypes(t *testing.T) {
 	dir := shortDir(t)
 	startKernel(t, dir)
-	c := attach(t, dir, client.Options{})
+	work := t.TempDir()
+	c := attach(t, dir, client.Options{Workspace: work})
+	human := attach(t, dir, client.Options{Principal: "human:op", Workspace: work})
 	ctx := context.Background()
+	// A delete outside the session's writable paths needs approval (the
+	// path does not exist: applying it removes nothing).
+	victim := filepath.Join(shortDir(t), "none")
+	asked := func() string {
+		var p wire.Plan
+		if err := c.Call(ctx, "plan.create", map[string]any{"source": "rm -rf " + victim}, &p); err != nil {
+			t.Fatal(err)
+		}
+		if p.Verdict != "ask" {
+			t.Fatalf("plan of rm -rf: verdict %s, want ask", p.Verdict)
+		}
+		return p.Ref
+	}
+	toApprove, toReject := asked(), asked()
 	var put wire.BlobPut
 	if err := c.Call(ctx, "blob.put", map[string]any{"text": "hello"}, &put); err != nil {
 		t.Fatal(err)
@@ -134,40 +151,56 @@ func TestAnswersAreWireTypes(t *testing.T) {
 		method string
 		params any
 		into   any
+		by     *client.Client // default c
 	}{
-		{"task.get", map[string]any{"task": bg.Task}, &wire.Task{}},
-		{"task.cancel", map[string]any{"task": bg.Task}, &wire.Task{}},
-		{"pty.read", map[string]any{"pty": scr.PTY}, &wire.Screen{}},
-		{"pty.resize", map[string]any{"pty": scr.PTY, "cols": 90, "rows": 20}, &wire.Screen{}},
-		{"pty.write", map[string]any{"pty": scr.PTY, "input": "hi\n"}, &wire.Screen{}},
-		{"pty.close", map[string]any{"pty": scr.PTY}, &wire.PTYClosed{}},
-		{"kernel.status", nil, &wire.Status{}},
-		{"session.view", map[string]any{"view": "cwd"}, &wire.CwdView{}},
-		{"session.view", map[string]any{"view": "env"}, &wire.EnvView{}},
-		{"session.view", map[string]any{"view": "reef"}, &wire.ReefView{}},
-		{"plugin.list", nil, &wire.PluginList{}},
-		{"resources.list", nil, &wire.ResourceList{}},
-		{"resources.templates", nil, &wire.TemplateList{}},
-		{"exec", map[string]any{"source": "echo hi"}, &wire.ExecReply{}},
-		{"exec.progress", map[string]any{"key": "none"}, &wire.Progress{}},
-		{"events.publish", map[string]any{"channel": "user.answers", "payload": map[string]int{"n": 1}}, &wire.Published{}},
-		{"events.read", map[string]any{"channel": "user.answers"}, &wire.Page{}},
-		{"events.subscribe", map[string]any{"channel": "user.answers"}, &wire.Subscribed{}},
-		{"events.unsubscribe", map[string]any{"channel": "user.answers"}, &wire.Unsubscribed{}},
-		{"wait", map[string]any{"target": "shoal://events/user.answers", "until": 0, "timeout_ms": 1}, &wire.WaitResult{}},
-		{"blob.get", map[string]any{"hash": put.Hash}, &wire.BlobGet{}},
-		{"blob.get", map[string]any{"hash": put.Hash, "offset": 1, "length": 2}, &wire.BlobRange{}},
-		{"blob.put", map[string]any{"text": "x", "more": true}, &wire.BlobUpload{}},
-		{"task.list", nil, &wire.TaskList{}},
-		{"plan.get", map[string]any{"ref": pl.Ref}, &wire.Plan{}},
-		{"plan.list", nil, &wire.PlanList{}},
-		{"pty.list", nil, &wire.PTYList{}},
-		{"journal.query", map[string]any{"limit": 3}, &wire.JournalRows{}},
-		{"session.close", nil, &wire.SessionClosed{}},
+		{"plan.approve", map[string]any{"ref": toApprove}, &wire.Plan{}, human},
+		{"plan.reject", map[string]any{"ref": toReject, "reason": "no"}, &wire.Plan{}, human},
+		{"plan.apply", map[string]any{"ref": toApprove}, &wire.ExecReply{}, nil},
+		{"plan.create", map[string]any{"source": "ls"}, &wire.Plan{}, nil},
+		{"pty.open", map[string]any{"command": "cat"}, &wire.Screen{}, nil},
+		{"resources.read", map[string]any{"uri": "shoal://session/cwd"}, &wire.ReadResult{}, nil},
+		{"blob.put", map[string]any{"text": "hello"}, &wire.BlobPut{}, nil},
+		{"task.get", map[string]any{"task": bg.Task}, &wire.Task{}, nil},
+		{"task.cancel", map[string]any{"task": bg.Task}, &wire.Task{}, nil},
+		{"pty.read", map[string]any{"pty": scr.PTY}, &wire.Screen{}, nil},
+		{"pty.resize", map[string]any{"pty": scr.PTY, "cols": 90, "rows": 20}, &wire.Screen{}, nil},
+		{"pty.write", map[string]any{"pty": scr.PTY, "input": "hi\n"}, &wire.Screen{}, nil},
+		{"pty.wait", map[string]any{"pty": scr.PTY, "pattern": "hi", "timeout_ms": 5000}, &wire.Screen{}, nil},
+		{"pty.close", map[string]any{"pty": scr.PTY}, &wire.PTYClosed{}, nil},
+		{"kernel.status", nil, &wire.Status{}, nil},
+		{"session.view", map[string]any{"view": "cwd"}, &wire.CwdView{}, nil},
+		{"session.view", map[string]any{"view": "env"}, &wire.EnvView{}, nil},
+		{"session.view", map[string]any{"view": "reef"}, &wire.ReefView{}, nil},
+		{"plugin.list", nil, &wire.PluginList{}, nil},
+		{"resources.list", nil, &wire.ResourceList{}, nil},
+		{"resources.templates", nil, &wire.TemplateList{}, nil},
+		{"exec", map[string]any{"source": "echo hi"}, &wire.ExecReply{}, nil},
+		{"value.get", map[string]any{"target": "out:1"}, &wire.ReadResult{}, nil},
+		{"exec.progress", map[string]any{"key": "none"}, &wire.Progress{}, nil},
+		{"events.publish", map[string]any{"channel": "user.answers", "payload": map[string]int{"n": 1}}, &wire.Published{}, nil},
+		{"events.read", map[string]any{"channel": "user.answers"}, &wire.Page{}, nil},
+		{"events.subscribe", map[string]any{"channel": "user.answers"}, &wire.Subscribed{}, nil},
+		{"events.unsubscribe", map[string]any{"channel": "user.answers"}, &wire.Unsubscribed{}, nil},
+		{"wait", map[string]any{"target": "shoal://events/user.answers", "until": 0, "timeout_ms": 1}, &wire.WaitResult{}, nil},
+		{"blob.get", map[string]any{"hash": put.Hash}, &wire.BlobGet{}, nil},
+		{"blob.get", map[string]any{"hash": put.Hash, "offset": 1, "length": 2}, &wire.BlobRange{}, nil},
+		{"blob.put", map[string]any{"text": "x", "more": true}, &wire.BlobUpload{}, nil},
+		{"task.list", nil, &wire.TaskList{}, nil},
+		{"plan.get", map[string]any{"ref": pl.Ref}, &wire.Plan{}, nil},
+		{"plan.list", nil, &wire.PlanList{}, nil},
+		{"pty.list", nil, &wire.PTYList{}, nil},
+		{"journal.query", map[string]any{"limit": 3}, &wire.JournalRows{}, nil},
+		{"session.close", nil, &wire.SessionClosed{}, nil},
 	}
+	covered := map[string]bool{"session.attach": true} // client.Dial decodes it: every test attaches
 	for _, call := range calls {
+		covered[call.method] = true
+		by := call.by
+		if by == nil {
+			by = c
+		}
 		var raw json.RawMessage
-		if err := c.Call(ctx, call.method, call.params, &raw); err != nil {
+		if err := by.Call(ctx, call.method, call.params, &raw); err != nil {
 			t.Errorf("%s: %v", call.method, err)
 			continue
 		}
@@ -183,6 +216,15 @@ func TestAnswersAreWireTypes(t *testing.T) {
 		}
 		if !bytes.Equal(bytes.TrimSuffix(again.Bytes(), []byte("\n")), raw) {
 			t.Errorf("%s: %T encodes differently from the answer:\n%s\n%s", call.method, call.into, raw, again.Bytes())
+		}
+	}
+	var st wire.Status
+	if err := c.Call(ctx, "kernel.status", nil, &st); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range st.Methods {
+		if !covered[m] {
+			t.Errorf("method %s has no call here: add one with its wire type", m)
 		}
 	}
 }
