@@ -20,6 +20,43 @@ type redaction struct {
 	re    *regexp.Regexp
 }
 
+// notSecret holds, by rule name, a test that tells a match which only
+// looks like a secret (m is the match's submatch indexes into s).
+var notSecret = map[string]func(s string, m []int) bool{
+	"secret assignment": fileMessage,
+}
+
+// fileMessage tells a program's message about a file whose name looks
+// like a secret's (`cat: /run/app/token: Permission denied`, `token: No
+// such file or directory`) from a key/value pair: the name is the last
+// part of a path, or what follows the colon is the C library's wording
+// of an error.
+func fileMessage(s string, m []int) bool {
+	if m[2] > 0 && s[m[2]-1] == '/' {
+		return true
+	}
+	if sep := strings.TrimRight(s[m[2]:m[3]], " \t"); !strings.HasSuffix(sep, ":") {
+		return false
+	}
+	rest := s[m[4]:]
+	for _, msg := range errnoWords {
+		if strings.HasPrefix(rest, msg) {
+			return true
+		}
+	}
+	return false
+}
+
+// errnoWords begin the messages programs print after "NAME: " when an
+// operation on NAME failed.
+var errnoWords = []string{
+	"Permission denied", "No such file or directory", "Is a directory",
+	"Not a directory", "Operation not permitted", "File exists",
+	"Directory not empty", "Read-only file system", "No space left on device",
+	"Too many levels of symbolic links", "File name too long",
+	"command not found", "cannot open", "cannot access", "not found",
+}
+
 // secretValue is the value of an assignment or flag: a quoted string or a
 // shell word.
 const secretValue = `("(?:[^"\\\n]|\\.)*"|'[^'\n]*'|[^\s'";&|()<>]+)`
@@ -204,6 +241,9 @@ func (r redaction) apply(s string) string {
 	var b strings.Builder
 	last := 0
 	for _, m := range matches {
+		if f := notSecret[r.name]; f != nil && f(s, m) {
+			continue
+		}
 		start, end := m[4], m[5]
 		// A quoted secret keeps its quotes, so JSON and shell quoting
 		// still read right.

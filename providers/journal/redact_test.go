@@ -17,6 +17,13 @@ var redactTests = []struct {
 	{"echo monkey=banana", "echo monkey=banana"},
 	{"sort --key 2 file", "sort --key 2 file"},
 	{"cat /etc/passwd", "cat /etc/passwd"},
+	// A program's message about a file named like a secret is not one.
+	{"cat: /run/app/token: Permission denied", "cat: /run/app/token: Permission denied"},
+	{"cat: token: No such file or directory", "cat: token: No such file or directory"},
+	{"open /home/u/.ssh/api_key: not a secret", "open /home/u/.ssh/api_key: not a secret"},
+	{"bash: api_key: command not found", "bash: api_key: command not found"},
+	{"token: Permission-less", "token: " + R},
+	{"config/token: hunter2", "config/token: hunter2"},
 	{"", ""},
 
 	// Assignments and exports.
