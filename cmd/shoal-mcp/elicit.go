@@ -17,28 +17,6 @@ import (
 // an approval form.
 const elicitTimeout = 10 * time.Minute
 
-// planView is what the approval form shows of a plan.
-type planView struct {
-	Ref        string `json:"ref"`
-	Source     string `json:"source"`
-	Principal  string `json:"principal"`
-	Session    string `json:"session"`
-	Verdict    string `json:"verdict"`
-	Approval   string `json:"approval"`
-	Reversible bool   `json:"reversible"`
-	Details    []struct {
-		Kind       string `json:"kind"`
-		Target     string `json:"target"`
-		Reversible bool   `json:"reversible"`
-	} `json:"effect_details"`
-	Reasons []struct {
-		Effect  string `json:"effect"`
-		Target  string `json:"target"`
-		Rule    string `json:"rule"`
-		Verdict string `json:"verdict"`
-	} `json:"reasons"`
-}
-
 // approvalMessage is the form's text: what would run, what it would do,
 // whether it can be undone, and why the policy asks.
 func approvalMessage(p *wire.Plan) string {
