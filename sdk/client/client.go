@@ -1,6 +1,7 @@
 // Package client is a Go client of the Shoal kernel protocol: JSON-RPC 2.0,
-// one object per line, over the kernel's unix socket. It uses only the
-// standard library (and Shoal's own std-lib-only rpc framing).
+// one object per line, over the kernel's unix socket. Besides the standard
+// library it uses Shoal's own std-lib-only rpc framing and wire types, and
+// zeebo/blake3 to check the blobs a chunked blob.get returns.
 //
 //	c, err := client.Dial(ctx, client.Options{Principal: "agent:me"})
 //	if err != nil { … }
