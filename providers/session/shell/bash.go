@@ -204,10 +204,10 @@ func builtinBash(c *call) error {
 
 // bashEpilogue is the code that saves bash's state in path: $PWD and $-,
 // then the options, the variables and the functions, NUL-separated. It
-// keeps $? and traces nothing.
+// keeps $?, traces nothing and fires no ERR trap of the source's.
 func bashEpilogue(path string) string {
 	q, _ := syntax.Quote(path, syntax.LangBash)
-	return `{ __shoal_status=$?; { printf '%s\0' "${PWD-}" "$-"; shopt -po; shopt -p; printf '\0'; declare -p; printf '\0'; declare -f; } >` +
+	return `{ __shoal_status=$?; trap - ERR; { printf '%s\0' "${PWD-}" "$-"; shopt -po; shopt -p; printf '\0'; declare -p; printf '\0'; declare -f; } >` +
 		q + `; (exit "$__shoal_status"); } 2>/dev/null`
 }
 
@@ -396,7 +396,7 @@ func applyFuncs(b *strings.Builder, text []byte, funcs map[string]*syntax.Stmt) 
 	printer := syntax.NewPrinter()
 	for _, st := range f.Stmts {
 		fd, ok := st.Cmd.(*syntax.FuncDecl)
-		if !ok || strings.HasPrefix(fd.Name.Value, "__shoal_") {
+		if !ok || fd.Name == nil || strings.HasPrefix(fd.Name.Value, "__shoal_") {
 			continue
 		}
 		seen[fd.Name.Value] = true

@@ -158,6 +158,18 @@ func TestBashNeeds(t *testing.T) {
 		"printf -v d '%(%Y)T' -1":         true,
 		"printf -v d '%s' x":              false,
 		"dirs":                            true,
+		"export -p":                       true,
+		"declare -F":                      true,
+		"declare -F f":                    false,
+		"declare -p x":                    false,
+		"umask 077":                       true,
+		"umask":                           false,
+		"trap 'echo $BASH_COMMAND' ERR":   true,
+		"trap 'echo $x' ERR":              false,
+		"eval 'true | false; echo ${PIPESTATUS[1]}'": true,
+		"eval echo hi": false,
+		"trap":         false,
+		"eval":         false,
 	} {
 		f, err := Parse(src)
 		if err != nil {
@@ -226,4 +238,18 @@ func BenchmarkBashFallback(b *testing.B) {
 			}
 		})
 	}
+}
+
+// FuzzBashNeeds: the detection never panics, whatever parses.
+func FuzzBashNeeds(f *testing.F) {
+	for _, s := range []string{"trap", "eval", "printf -v", "read -t", "exec 3>&-", "${x/#a}", "declare -p", "set -o", "shopt -s", `trap "$x" ERR`, "wait -n", "a=(1); declare -A m=([k]=v)"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, src string) {
+		file, err := Parse(src)
+		if err != nil {
+			return
+		}
+		(&Evaluator{opts: Options{MaxCapture: 64}}).newRun(file)
+	})
 }

@@ -164,6 +164,9 @@ func (b *bashNeeds) exprValue(as *syntax.Assign) {
 // plainText is a word's text when it holds no expansion: literal parts,
 // single- or double-quoted.
 func plainText(w *syntax.Word) (string, bool) {
+	if w == nil {
+		return "", false
+	}
 	var sb strings.Builder
 	for _, part := range w.Parts {
 		switch p := part.(type) {
@@ -253,7 +256,8 @@ func paramReason(p *syntax.ParamExp) string {
 func (b *bashNeeds) decl(d *syntax.DeclClause) string {
 	variant := d.Variant.Value
 	why := ""
-	readonly, assoc, print := variant == "readonly", false, false
+	readonly, assoc, print, listing := variant == "readonly", false, false, false
+	names := 0
 	for _, as := range d.Args {
 		if as.Naked && as.Name == nil && as.Value != nil {
 			lit := as.Value.Lit()
@@ -273,8 +277,10 @@ func (b *bashNeeds) decl(d *syntax.DeclClause) string {
 			readonly = readonly || lit[0] == '-' && strings.Contains(flags, "r")
 			assoc = assoc || strings.Contains(flags, "A")
 			print = print || strings.Contains(flags, "p")
+			listing = listing || strings.ContainsAny(flags, "pF")
 			continue
 		}
+		names++
 		name := ""
 		if as.Name != nil {
 			name = as.Name.Value
@@ -293,6 +299,9 @@ func (b *bashNeeds) decl(d *syntax.DeclClause) string {
 		if print {
 			b.printed = append(b.printed, name)
 		}
+	}
+	if why == "" && names == 0 && listing {
+		why = variant + " listing" // bash lists its own way (and its own variables)
 	}
 	return why
 }
@@ -320,6 +329,16 @@ func (b *bashNeeds) call(c *syntax.CallExpr) string {
 				return "trap on " + sig
 			}
 		}
+		if len(c.Args) > 1 {
+			if t, ok := plainText(c.Args[1]); ok && strings.Contains(t, "LINENO") {
+				return "$LINENO in a trap" // the line of the command that fired it
+			}
+			b.code(c.Args[1:2])
+		}
+	case name == "eval":
+		b.code(c.Args[1:])
+	case name == "umask" && len(c.Args) > 1 && !strings.HasPrefix(c.Args[1].Lit(), "-"):
+		return "umask MODE" // bash sets its own; the interpreter's is the kernel's
 	case name == "wait" || name == "read":
 		// wait -n/-p/-f; read -t (timeout) and -u (another fd).
 		flags := map[string]string{"wait": "npf", "read": "tu"}[name]
@@ -404,6 +423,26 @@ func shoptReason(args []*syntax.Word) string {
 		return "shopt listing"
 	}
 	return ""
+}
+
+// code looks into words that are code run later (a trap's action, eval's
+// arguments) when they are plain text.
+func (b *bashNeeds) code(words []*syntax.Word) {
+	for _, w := range words {
+		t, ok := plainText(w)
+		if !ok || b.why != "" || !strings.ContainsAny(t, "$<>&|") {
+			continue
+		}
+		p := parsers.Get().(*syntax.Parser)
+		f, err := p.Parse(strings.NewReader(t), "")
+		parsers.Put(p)
+		if err == nil {
+			syntax.Walk(f, func(n syntax.Node) bool {
+				b.see(n)
+				return b.why == ""
+			})
+		}
+	}
 }
 
 func (b *bashNeeds) dotEnv(w *syntax.Word) {

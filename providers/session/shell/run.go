@@ -159,6 +159,9 @@ func (ru *run) scan(file *syntax.File) {
 				ru.unsetChecked = append(ru.unsetChecked, n.Param.Value)
 			}
 		case *syntax.FuncDecl:
+			if n.Name == nil {
+				break // "() { …; }" parses, as zsh's anonymous function
+			}
 			if ru.funcNames == nil {
 				ru.funcNames = make(map[string]bool)
 			}
