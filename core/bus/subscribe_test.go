@@ -540,13 +540,25 @@ func TestSubscribeBatches(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sub.Close()
+	// The second subscriber is not stalled, but under load (-race, a busy
+	// machine) its writer can still fall a ring behind the publisher: then
+	// a drop marker stands for seq 0 and there is no encoding to compare.
+	var sawFirst sync.Once
+	otherDropped := false
 	other, err := b.SubscribeBatches("user.batch", func(evs []Event) error {
 		mu.Lock()
 		defer mu.Unlock()
 		for i := range evs {
+			if dropped, latest, m := IsMarker(evs[i]); m {
+				if latest+1 == dropped { // it skipped seqs 0 … latest
+					otherDropped = true
+					sawFirst.Do(func() { close(otherSawFirst) })
+				}
+				continue
+			}
 			if evs[i].Seq == 0 {
 				wires = append(wires, evs[i].Wire())
-				close(otherSawFirst)
+				sawFirst.Do(func() { close(otherSawFirst) })
 			}
 		}
 		return nil
@@ -577,6 +589,12 @@ func TestSubscribeBatches(t *testing.T) {
 	w := evs[0].Wire()
 	if want := `{"channel":"user.batch","seq":0,"ts":` + strconv.FormatInt(evs[0].TS, 10) + `,"payload":{"i":0}}`; string(w) != want {
 		t.Fatalf("wire %s, want %s", w, want)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if otherDropped {
+		t.Log("the second subscriber fell behind past seq 0: the shared encoding is not checked this run")
+		return
 	}
 	if len(wires) != 1 || &wires[0][0] != &w[0] {
 		t.Fatalf("the two subscribers did not share one encoding")
