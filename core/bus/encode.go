@@ -10,6 +10,12 @@ import (
 type wireOnce struct {
 	once sync.Once
 	b    []byte
+
+	// The session a session-scoped event names, read from its payload
+	// once for every subscriber (see VisibleTo).
+	scopeOnce sync.Once
+	session   *string
+	scopeOK   bool // the payload decoded
 }
 
 // Wire returns the event as compact JSON (AppendJSON with the payload's

@@ -22,17 +22,35 @@ func VisibleTo(ev Event, session string) bool {
 	if !SessionScoped(ev.Channel) {
 		return true
 	}
-	var p struct {
-		Session *string `json:"session"`
+	var named *string
+	var ok bool
+	if w := ev.wire; w != nil {
+		// Shared by every subscriber's copy: decoded once per event.
+		w.scopeOnce.Do(func() { w.session, w.scopeOK = payloadSession(ev.Payload) })
+		named, ok = w.session, w.scopeOK
+	} else {
+		named, ok = payloadSession(ev.Payload)
 	}
-	if json.Unmarshal(ev.Payload, &p) != nil {
+	if !ok {
 		return false
 	}
-	if p.Session == nil {
+	if named == nil {
 		_, _, marker := IsMarker(ev)
 		return marker
 	}
-	return *p.Session == session
+	return *named == session
+}
+
+// payloadSession reads the session a payload names (nil: none); ok is
+// false when it does not decode.
+func payloadSession(payload []byte) (*string, bool) {
+	var p struct {
+		Session *string `json:"session"`
+	}
+	if json.Unmarshal(payload, &p) != nil {
+		return nil, false
+	}
+	return p.Session, true
 }
 
 // ForSession keeps the events of res that session may see.
