@@ -217,7 +217,7 @@ func redirReason(r *syntax.Redirect) string {
 		}
 	}
 	switch r.Op {
-	case syntax.ClbOut:
+	case syntax.RdrClob:
 		return "the redirection >|"
 	case syntax.RdrInOut:
 		return "the redirection <>"
