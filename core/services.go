@@ -36,7 +36,7 @@ var (
 
 // ClusterStatus is the cluster's state as kernel.status shows it.
 type ClusterStatus interface {
-	Status() any
+	Status() wire.ClusterStatus
 }
 
 // Sessions is what the session provider tells others about a session.

@@ -388,38 +388,26 @@ func printStatus(x *invocation, raw json.RawMessage) error {
 		}
 		fmt.Fprintln(w)
 	}
-	// The cluster's status is its provider's own record.
-	var cluster any
-	if len(r.Cluster) > 0 {
-		if err := json.Unmarshal(r.Cluster, &cluster); err != nil {
-			return err
-		}
-	}
-	printCluster(w, cluster)
+	printCluster(w, r.Cluster)
 	return nil
 }
 
-// printCluster is the cluster part of shoal status.
-func printCluster(w io.Writer, v any) {
-	cs, ok := v.(map[string]any)
-	if !ok {
+// printCluster is the cluster part of shoal status; cs is nil when the
+// kernel is in no cluster.
+func printCluster(w io.Writer, cs *wire.ClusterStatus) {
+	if cs == nil {
 		fmt.Fprintln(w, "cluster off (set nats under [cluster] in config.toml, or shoal kernel --nats URL)")
 		return
 	}
-	fmt.Fprintf(w, "cluster %v as kernel %v on %v (%v)", cs["state"], cs["kernel"], cs["host"], cs["nats"])
-	if e, _ := cs["last_error"].(string); e != "" && cs["connected"] != true {
-		fmt.Fprintf(w, ": %s", e)
+	fmt.Fprintf(w, "cluster %s as kernel %s on %s (%s)", cs.State, cs.Kernel, cs.Host, cs.NATS)
+	if cs.LastError != "" && !cs.Connected {
+		fmt.Fprintf(w, ": %s", cs.LastError)
 	}
 	fmt.Fprintln(w)
-	if j, ok := cs["journal"].(map[string]any); ok {
-		fmt.Fprintf(w, "cluster journal exported to row %v of %v (%v behind)\n", j["cursor"], j["last_entry_id"], j["behind"])
-	}
-	if v, ok := cs["values"].(map[string]any); ok {
-		fmt.Fprintf(w, "cluster values %v uploaded, %v fetched, %v waiting to upload\n", v["uploaded"], v["fetched"], v["pending_uploads"])
-	}
-	if c, ok := cs["channels"].(map[string]any); ok {
-		fmt.Fprintf(w, "shared channels declared %v, followed %v\n", joinAny(c["declared"]), joinAny(c["followed"]))
-	}
+	j, v, c := cs.Journal, cs.Values, cs.Channels
+	fmt.Fprintf(w, "cluster journal exported to row %d of %d (%d behind)\n", j.Cursor, j.LastEntryID, j.Behind)
+	fmt.Fprintf(w, "cluster values %d uploaded, %d fetched, %d waiting to upload\n", v.Uploaded, v.Fetched, v.PendingUploads)
+	fmt.Fprintf(w, "shared channels declared %s, followed %s\n", strings.Join(c.Declared, ","), strings.Join(c.Followed, ","))
 }
 
 // humanDuration shows an uptime as a person says it: 45s, 3m12s,

@@ -64,15 +64,6 @@ func printPlan(w io.Writer, raw json.RawMessage) error {
 	return nil
 }
 
-func joinAny(v any) string {
-	xs, _ := v.([]any)
-	s := make([]string, len(xs))
-	for i, x := range xs {
-		s[i] = fmt.Sprint(x)
-	}
-	return strings.Join(s, ",")
-}
-
 // printExec prints an execution reply: the preview, a status line, and
 // what the confinement refused the run (its hint in CLI terms).
 func printExec(w io.Writer, r *client.ExecReply, session string) {

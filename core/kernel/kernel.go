@@ -678,10 +678,6 @@ func (k *Kernel) attach(c *conn, raw json.RawMessage) (any, error) {
 	workspace := s.workspace
 	k.mu.Unlock()
 	k.attached(c)
-	conf, err := json.Marshal(k.confinement(caller.Session))
-	if err != nil {
-		return nil, fmt.Errorf("session.attach: confinement: %w", err)
-	}
 	return wire.Attached{
 		Session:     caller.Session,
 		Principal:   caller.Principal,
@@ -689,7 +685,7 @@ func (k *Kernel) attach(c *conn, raw json.RawMessage) (any, error) {
 		Credential:  string(caller.Credential),
 		Workspace:   workspace,
 		Cwd:         k.cwd(caller.Session),
-		Confinement: conf,
+		Confinement: k.confinement(caller.Session),
 		Channels:    StaticChannels,
 		Epoch:       k.bus.Epoch(),
 		Kernel:      wire.AttachedKernel{Version: Version, PID: os.Getpid(), StateDir: k.stateDir, Socket: k.socket},
@@ -711,15 +707,16 @@ func nonNil(g core.Grants) []string {
 // SessionConfinement is implemented by the sessions service: how the OS
 // confines a session, and a summary for kernel.status.
 type SessionConfinement interface {
-	Confinement(session string) map[string]any
-	SandboxStatus() map[string]any
+	Confinement(session string) wire.Confinement
+	SandboxStatus() wire.SandboxStatus
 }
 
-func (k *Kernel) confinement(session string) any {
+func (k *Kernel) confinement(session string) *wire.Confinement {
+	c := wire.Confinement{Reason: "no session provider is loaded"}
 	if s, ok := k.sessionSvc.(SessionConfinement); ok {
-		return s.Confinement(session)
+		c = s.Confinement(session)
 	}
-	return map[string]any{"confined": false, "reason": "no session provider is loaded"}
+	return &c
 }
 
 func (k *Kernel) cwd(session string) string {

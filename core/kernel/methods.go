@@ -3,7 +3,6 @@ package kernel
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"time"
 
@@ -330,16 +329,13 @@ func (k *Kernel) status(_ context.Context, _ *conn, _ *core.Caller, raw json.Raw
 		out.Journal = &st
 	}
 	out.Plugins = k.pluginStatus()
-	var err error
 	if s, ok := k.sessionSvc.(SessionConfinement); ok {
-		if out.Sandbox, err = json.Marshal(s.SandboxStatus()); err != nil {
-			return nil, fmt.Errorf("kernel.status: sandbox: %w", err)
-		}
+		sb := s.SandboxStatus()
+		out.Sandbox = &sb
 	}
 	if k.cluster != nil {
-		if out.Cluster, err = json.Marshal(k.cluster.Status()); err != nil {
-			return nil, fmt.Errorf("kernel.status: cluster: %w", err)
-		}
+		cs := k.cluster.Status()
+		out.Cluster = &cs
 	}
 	return out, nil
 }

@@ -17,8 +17,8 @@ import (
 type Attached struct {
 	Channels []string `json:"channels"`
 	// Confinement says how the OS confines the session's executions
-	// ({"confined": true, …}, see docs/security.md).
-	Confinement json.RawMessage `json:"confinement,omitempty"`
+	// (docs/security.md).
+	Confinement *Confinement `json:"confinement,omitempty"`
 	// Credential is "agent" or "operator": which token attached.
 	Credential string         `json:"credential"`
 	Cwd        string         `json:"cwd"`
@@ -28,6 +28,30 @@ type Attached struct {
 	Principal  string         `json:"principal"`
 	Session    string         `json:"session"`
 	Workspace  string         `json:"workspace"`
+}
+
+// Confinement is how the OS confines a session's executions
+// (session.attach's confinement, docs/security.md).
+type Confinement struct {
+	// ABI is the Landlock ABI version of the running kernel (0: none).
+	ABI      int  `json:"abi"`
+	Confined bool `json:"confined"`
+	// Error is why the session's confinement could not start.
+	Error string `json:"error,omitempty"`
+	// Mode is the policy's sandbox mode: required or best-effort.
+	Mode string `json:"mode"`
+	// Reason says why the session is not (fully) confined.
+	Reason string `json:"reason,omitempty"`
+	// Scoped is true when signals and abstract unix sockets are scoped
+	// to the session (Landlock ABI 6 and later).
+	Scoped bool   `json:"scoped"`
+	Tmp    string `json:"tmp"`
+	// WorkspaceNote says why the workspace is not writable;
+	// WorkspaceWritable is set, to false, only then.
+	WorkspaceNote     string `json:"workspace_note,omitempty"`
+	WorkspaceWritable *bool  `json:"workspace_writable,omitempty"`
+	// Writable are the paths the session may write.
+	Writable []string `json:"writable"`
 }
 
 // AttachedKernel is the kernel session.attach reached.
@@ -407,24 +431,88 @@ type WaitResult struct {
 // Status is kernel.status's answer.
 type Status struct {
 	// Cluster is the cluster's status when the kernel is in one.
-	Cluster     json.RawMessage `json:"cluster,omitempty"`
-	Connections int             `json:"connections"`
-	Epoch       string          `json:"epoch"`
-	Families    []string        `json:"families"`
-	IdleExit    string          `json:"idle_exit"`
-	Journal     *JournalStats   `json:"journal,omitempty"`
-	Methods     []string        `json:"methods"`
-	PID         int             `json:"pid"`
-	Plugins     []PluginStatus  `json:"plugins"`
+	Cluster     *ClusterStatus `json:"cluster,omitempty"`
+	Connections int            `json:"connections"`
+	Epoch       string         `json:"epoch"`
+	Families    []string       `json:"families"`
+	IdleExit    string         `json:"idle_exit"`
+	Journal     *JournalStats  `json:"journal,omitempty"`
+	Methods     []string       `json:"methods"`
+	PID         int            `json:"pid"`
+	Plugins     []PluginStatus `json:"plugins"`
 	// Sandbox is what the OS confinement offers and how each live
 	// session is confined (docs/security.md).
-	Sandbox  json.RawMessage `json:"sandbox,omitempty"`
+	Sandbox  *SandboxStatus  `json:"sandbox,omitempty"`
 	Sessions []SessionStatus `json:"sessions"`
 	Socket   string          `json:"socket"`
 	Started  int64           `json:"started"`
 	StateDir string          `json:"state_dir"`
 	UptimeMS int64           `json:"uptime_ms"`
 	Version  string          `json:"version"`
+}
+
+// SandboxStatus is kernel.status's sandbox: what this system offers, the
+// policy's mode, and how each live session is confined, by name.
+type SandboxStatus struct {
+	LandlockABI int                       `json:"landlock_abi"`
+	Mode        string                    `json:"mode"`
+	OS          string                    `json:"os"`
+	Sessions    map[string]SandboxSession `json:"sessions"`
+}
+
+// SandboxSession is how one live session is confined.
+type SandboxSession struct {
+	Confined bool   `json:"confined"`
+	Reason   string `json:"reason"`
+}
+
+// ClusterStatus is kernel.status's cluster, and what shoal://cluster
+// reads, when the kernel is in a cluster (docs/cluster.md).
+type ClusterStatus struct {
+	Channels  ClusterChannels `json:"channels"`
+	Connected bool            `json:"connected"`
+	Enabled   bool            `json:"enabled"` // true
+	Host      string          `json:"host"`
+	Journal   ClusterExport   `json:"journal"`
+	// Kernel is this kernel's id in the cluster.
+	Kernel    string `json:"kernel"`
+	LastError string `json:"last_error"`
+	// NATS are the configured URLs, credentials masked; Server is the
+	// node the kernel talks to while connected.
+	NATS   string `json:"nats"`
+	Server string `json:"server,omitempty"`
+	// State is the connection's: connected, reconnecting, closed, ….
+	State  string        `json:"state"`
+	Values ClusterValues `json:"values"`
+}
+
+// ClusterChannels are the shared channel patterns declared and the
+// channels followed from the cluster.
+type ClusterChannels struct {
+	Declared []string `json:"declared"`
+	Followed []string `json:"followed"`
+}
+
+// ClusterExport is the journal export: Cursor is the last row exported,
+// Behind how many rows are still to go; LastExport (ns) is absent
+// before the first export.
+type ClusterExport struct {
+	Behind      uint64 `json:"behind"`
+	Cursor      uint64 `json:"cursor"`
+	Exported    uint64 `json:"exported"`
+	LastEntryID uint64 `json:"last_entry_id"`
+	LastError   string `json:"last_error"`
+	LastExport  int64  `json:"last_export,omitempty"`
+}
+
+// ClusterValues are the content store's uploads to the cluster's object
+// store and the blobs fetched from it.
+type ClusterValues struct {
+	Bucket         string `json:"bucket"`
+	Fetched        uint64 `json:"fetched"`
+	LastError      string `json:"last_error"`
+	PendingUploads int    `json:"pending_uploads"`
+	Uploaded       uint64 `json:"uploaded"`
 }
 
 // SessionStatus is one session in kernel.status.

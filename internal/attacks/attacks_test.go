@@ -501,13 +501,10 @@ func (e *env) checkHome() {
 	c, err := e.dial(ctx, "home-check", "agent:check", ws, false)
 	must(e.t, err)
 	defer c.Close()
-	var conf struct {
-		Confined bool `json:"confined"`
-		Scoped   bool `json:"scoped"`
+	if conf := c.Attached.Confinement; conf != nil {
+		e.confined, e.scoped = conf.Confined, conf.Scoped
+		e.t.Logf("confinement of a session: %+v", *conf)
 	}
-	json.Unmarshal(c.Attached.Confinement, &conf)
-	e.confined, e.scoped = conf.Confined, conf.Scoped
-	e.t.Logf("confinement of a session: %s", c.Attached.Confinement)
 	out := e.stdout(ctx, c, `printf '%s|%s|' "$HOME" ~; sh -c 'printf %s "$HOME"'`)
 	want := e.home + "|" + e.home + "|" + e.home
 	if out != want {

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/shoal-sh/shoal/core"
 	"github.com/shoal-sh/shoal/core/bus"
+	"github.com/shoal-sh/shoal/core/wire"
 )
 
 // Shared channels. Each shared user.* channel is one JetStream stream
@@ -372,7 +373,7 @@ func (s *channels) ReadRange(channel string, from, to uint64, limit int) ([]bus.
 // Epoch is the epoch of shared channels.
 func (s *channels) Epoch() string { return sharedEpoch }
 
-func (s *channels) status() any {
+func (s *channels) status() wire.ClusterChannels {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	names := make([]string, 0, len(s.followed))
@@ -380,7 +381,7 @@ func (s *channels) status() any {
 		names = append(names, n)
 	}
 	slices.Sort(names)
-	return map[string]any{"declared": s.shared.names, "followed": names}
+	return wire.ClusterChannels{Declared: s.shared.names, Followed: names}
 }
 
 func (s *channels) close() {

@@ -36,6 +36,7 @@ import (
 	"github.com/shoal-sh/shoal/core"
 	"github.com/shoal-sh/shoal/core/rpc"
 	"github.com/shoal-sh/shoal/core/uri"
+	"github.com/shoal-sh/shoal/core/wire"
 	"github.com/shoal-sh/shoal/providers/journal"
 	"github.com/shoal-sh/shoal/providers/val/cas"
 )
@@ -366,24 +367,24 @@ func (c *Cluster) ensureStream(ctx context.Context, cfg jetstream.StreamConfig) 
 }
 
 // Status is the cluster state kernel.status and shoal://cluster show.
-func (c *Cluster) Status() any {
+func (c *Cluster) Status() wire.ClusterStatus {
 	c.mu.Lock()
 	lastErr := c.lastErr
 	c.mu.Unlock()
-	st := map[string]any{
-		"enabled":    true,
-		"kernel":     c.id,
-		"host":       c.host,
-		"nats":       redact(c.urls),
-		"state":      strings.ToLower(c.nc.Status().String()),
-		"connected":  c.connected(),
-		"last_error": lastErr,
-		"channels":   c.channels.status(),
-		"journal":    c.export.status(),
-		"values":     c.values.status(),
+	st := wire.ClusterStatus{
+		Enabled:   true,
+		Kernel:    c.id,
+		Host:      c.host,
+		NATS:      redact(c.urls),
+		State:     strings.ToLower(c.nc.Status().String()),
+		Connected: c.connected(),
+		LastError: lastErr,
+		Channels:  c.channels.status(),
+		Journal:   c.export.status(),
+		Values:    c.values.status(),
 	}
-	if c.connected() {
-		st["server"] = c.nc.ConnectedUrlRedacted()
+	if st.Connected {
+		st.Server = c.nc.ConnectedUrlRedacted()
 	}
 	return st
 }

@@ -399,7 +399,7 @@ func TestOutage(t *testing.T) {
 	<-stopped
 	wg.Wait()
 	waitFor(t, "A to see the outage", func() bool {
-		return a.cl.Status().(map[string]any)["connected"] == false
+		return !a.cl.Status().Connected
 	})
 	for ; i < 50; i++ {
 		publish(i)
@@ -425,8 +425,8 @@ func TestOutage(t *testing.T) {
 	}
 
 	n.start()
-	waitFor(t, "A to reconnect", func() bool { return a.cl.Status().(map[string]any)["connected"] == true })
-	waitFor(t, "B to reconnect", func() bool { return b.cl.Status().(map[string]any)["connected"] == true })
+	waitFor(t, "A to reconnect", func() bool { return a.cl.Status().Connected })
+	waitFor(t, "B to reconnect", func() bool { return b.cl.Status().Connected })
 	before := len(acked)
 	for ; i < 60; i++ {
 		publish(i)
@@ -520,7 +520,7 @@ func TestStartWhileDown(t *testing.T) {
 		t.Fatalf("exec before NATS is up: %+v %v", r, err)
 	}
 	n.start()
-	waitFor(t, "the connection", func() bool { return a.cl.Status().(map[string]any)["connected"] == true })
+	waitFor(t, "the connection", func() bool { return a.cl.Status().Connected })
 	if ev, err := a.c.Publish(x, "user.ci.x", 1); err != nil || ev.Seq != 0 {
 		t.Fatalf("publish once NATS is up: %+v %v", ev, err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/shoal-sh/shoal/core"
 	"github.com/shoal-sh/shoal/core/bus"
 	"github.com/shoal-sh/shoal/core/rpc"
+	"github.com/shoal-sh/shoal/core/wire"
 	"github.com/shoal-sh/shoal/providers/journal"
 )
 
@@ -256,15 +257,15 @@ type exportedRow struct {
 	SourceCut bool `json:"source_cut,omitempty"`
 }
 
-func (e *exporter) status() any {
+func (e *exporter) status() wire.ClusterExport {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	last, _ := e.j.LastEntryID()
 	cur := e.cursor.Load()
-	st := map[string]any{"cursor": cur, "last_entry_id": last, "behind": last - min(cur, last),
-		"exported": e.exported.Load(), "last_error": e.lastErr}
+	st := wire.ClusterExport{Cursor: cur, LastEntryID: last, Behind: last - min(cur, last),
+		Exported: e.exported.Load(), LastError: e.lastErr}
 	if !e.lastExport.IsZero() {
-		st["last_export"] = e.lastExport.UnixNano()
+		st.LastExport = e.lastExport.UnixNano()
 	}
 	return st
 }

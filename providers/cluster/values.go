@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/shoal-sh/shoal/core/rpc"
+	"github.com/shoal-sh/shoal/core/wire"
 	"github.com/shoal-sh/shoal/providers/val/cas"
 )
 
@@ -203,10 +204,10 @@ func (r *fetchReader) Close() error {
 	return err
 }
 
-func (v *values) status() any {
+func (v *values) status() wire.ClusterValues {
 	v.errMu.Lock()
 	lastErr := v.lastErr
 	v.errMu.Unlock()
-	return map[string]any{"bucket": valuesBucket, "pending_uploads": v.pendingCount(),
-		"uploaded": v.uploaded.Load(), "fetched": v.fetched.Load(), "last_error": lastErr}
+	return wire.ClusterValues{Bucket: valuesBucket, PendingUploads: v.pendingCount(),
+		Uploaded: v.uploaded.Load(), Fetched: v.fetched.Load(), LastError: lastErr}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/shoal-sh/shoal/core"
 	"github.com/shoal-sh/shoal/core/policy"
 	"github.com/shoal-sh/shoal/core/rpc"
+	"github.com/shoal-sh/shoal/core/wire"
 	"github.com/shoal-sh/shoal/providers/session/sandbox"
 	"github.com/shoal-sh/shoal/providers/session/shell"
 )
@@ -30,26 +31,32 @@ type confinement struct {
 }
 
 // View is what session.attach and kernel.status say of it.
-func (c *confinement) View() map[string]any {
-	v := map[string]any{
-		"confined": c.status.Confined,
-		"abi":      c.status.ABI,
-		"scoped":   c.status.Scoped,
-		"mode":     map[bool]string{true: policy.SandboxRequired, false: policy.SandboxBestEffort}[c.required],
-		"writable": c.rules.Writable,
-		"tmp":      c.ws.Tmp,
+func (c *confinement) View() wire.Confinement {
+	v := wire.Confinement{
+		Confined: c.status.Confined,
+		ABI:      c.status.ABI,
+		Scoped:   c.status.Scoped,
+		Mode:     c.mode(),
+		Writable: c.rules.Writable,
+		Tmp:      c.ws.Tmp,
+		Reason:   c.status.Reason,
 	}
 	if !policy.WorkspaceWritable(c.ws) {
-		v["workspace_writable"] = false
-		v["workspace_note"] = fmt.Sprintf("the workspace %s is not writable: a session created for /, the home directory or a directory holding the state directory would open the whole machine; start the client in a project directory", c.ws.Dir)
-	}
-	if c.status.Reason != "" {
-		v["reason"] = c.status.Reason
+		v.WorkspaceWritable = new(bool)
+		v.WorkspaceNote = fmt.Sprintf("the workspace %s is not writable: a session created for /, the home directory or a directory holding the state directory would open the whole machine; start the client in a project directory", c.ws.Dir)
 	}
 	if c.err != nil {
-		v["error"] = c.err.Error()
+		v.Error = c.err.Error()
 	}
 	return v
+}
+
+// mode is the policy's sandbox mode the session was made under.
+func (c *confinement) mode() string {
+	if c.required {
+		return policy.SandboxRequired
+	}
+	return policy.SandboxBestEffort
 }
 
 // refusal is the error an exec gets when the session must be confined and
@@ -143,10 +150,10 @@ func (p *Provider) notice(reason string) {
 
 // Confinement is what session.attach and kernel.status report for a
 // session: whether and how the OS confines it.
-func (p *Provider) Confinement(session string) map[string]any {
+func (p *Provider) Confinement(session string) wire.Confinement {
 	s, err := p.session(session)
 	if err != nil {
-		return map[string]any{"confined": false, "error": err.Error()}
+		return wire.Confinement{Error: err.Error()}
 	}
 	return s.conf.View()
 }
@@ -163,19 +170,18 @@ func (p *Provider) widened(s *sess, paths []string) *sandbox.Domain {
 
 // SandboxStatus is kernel.status's summary: what this system offers, the
 // policy's mode, and how each live session is confined.
-func (p *Provider) SandboxStatus() map[string]any {
+func (p *Provider) SandboxStatus() wire.SandboxStatus {
 	sb := policy.DefaultSandbox()
 	if p.policy != nil {
 		sb = *p.policy.Sandbox()
 	}
-	out := map[string]any{"landlock_abi": sandbox.ABI(), "mode": sb.Mode, "os": runtime.GOOS}
+	out := wire.SandboxStatus{LandlockABI: sandbox.ABI(), Mode: sb.Mode, OS: runtime.GOOS,
+		Sessions: map[string]wire.SandboxSession{}}
 	p.mu.Lock()
-	sessions := map[string]any{}
 	for name, s := range p.sessions {
-		sessions[name] = map[string]any{"confined": s.conf.status.Confined && s.conf.err == nil, "reason": s.conf.status.Reason}
+		out.Sessions[name] = wire.SandboxSession{Confined: s.conf.status.Confined && s.conf.err == nil, Reason: s.conf.status.Reason}
 	}
 	p.mu.Unlock()
-	out["sessions"] = sessions
 	return out
 }
 

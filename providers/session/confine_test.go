@@ -38,7 +38,7 @@ func TestUnconfinableSession(t *testing.T) {
 		}
 	}
 	v := (&confinement{required: true, status: missing, ws: policy.Workspace{Dir: "/"}}).View()
-	if v["confined"] != false || v["reason"] != missing.Reason || v["mode"] != policy.SandboxRequired || v["workspace_writable"] != false {
-		t.Errorf("view %v", v)
+	if v.Confined || v.Reason != missing.Reason || v.Mode != policy.SandboxRequired || v.WorkspaceWritable == nil || *v.WorkspaceWritable {
+		t.Errorf("view %+v", v)
 	}
 }
