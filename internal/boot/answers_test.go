@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net"
 	"path/filepath"
 	"reflect"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/shoal-sh/shoal/core"
 	"github.com/shoal-sh/shoal/core/bus"
 	"github.com/shoal-sh/shoal/core/rpc"
+	"github.com/shoal-sh/shoal/core/statedir"
 	"github.com/shoal-sh/shoal/core/wire"
 	"github.com/shoal-sh/shoal/providers/journal"
 	"github.com/shoal-sh/shoal/providers/plan"
@@ -107,6 +109,56 @@ func TestAnswersMatchWire(t *testing.T) {
 	}
 }
 
+// attachAnswer checks session.attach's answer as the calls of
+// TestAnswersAreWireTypes are checked: client.Dial decodes it, but not
+// strictly and not into bytes, so the test attaches on a connection of
+// its own.
+func attachAnswer(t *testing.T, dir, work string) {
+	t.Helper()
+	o := client.Options{StateDir: dir}
+	tok, err := statedir.ReadToken(dir, statedir.TokenName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := net.Dial("unix", o.SocketPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := rpc.NewConn(nc, rpc.ConnOptions{})
+	ran := make(chan error, 1)
+	go func() { ran <- conn.Run() }()
+	defer func() { conn.Close(); <-ran }()
+	var raw json.RawMessage
+	if err := conn.Call(context.Background(), "session.attach", map[string]string{"token": tok, "workspace": work}, &raw); err != nil {
+		t.Fatal(err)
+	}
+	var a wire.Attached
+	if err := rpc.DecodeParams(raw, &a); err != nil {
+		t.Fatalf("session.attach answer does not decode as wire.Attached: %v\n%s", err, raw)
+	}
+	if a.Confinement == nil {
+		t.Fatalf("session.attach answers no confinement: %s", raw)
+	}
+	again, err := encodeFrame(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(again, raw) {
+		t.Errorf("session.attach: wire.Attached encodes differently from the answer:\n%s\n%s", raw, again)
+	}
+}
+
+// encodeFrame encodes v as the kernel's frames do.
+func encodeFrame(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}
+
 // TestAnswersAreWireTypes: the answers of a live kernel decode strictly
 // into their core/wire types and encode back to the same bytes, so the
 // types clients decode are the kernel's answers exactly.
@@ -192,7 +244,8 @@ func TestAnswersAreWireTypes(t *testing.T) {
 		{"journal.query", map[string]any{"limit": 3}, &wire.JournalRows{}, nil},
 		{"session.close", nil, &wire.SessionClosed{}, nil},
 	}
-	covered := map[string]bool{"session.attach": true} // client.Dial decodes it: every test attaches
+	covered := map[string]bool{"session.attach": true} // attachAnswer below
+	attachAnswer(t, dir, work)
 	for _, call := range calls {
 		covered[call.method] = true
 		by := call.by
@@ -208,14 +261,12 @@ func TestAnswersAreWireTypes(t *testing.T) {
 			t.Errorf("%s answer does not decode as %T: %v\n%s", call.method, call.into, err, raw)
 			continue
 		}
-		var again bytes.Buffer
-		enc := json.NewEncoder(&again)
-		enc.SetEscapeHTML(false) // as the kernel's frames
-		if err := enc.Encode(call.into); err != nil {
+		again, err := encodeFrame(call.into)
+		if err != nil {
 			t.Fatal(err)
 		}
-		if !bytes.Equal(bytes.TrimSuffix(again.Bytes(), []byte("\n")), raw) {
-			t.Errorf("%s: %T encodes differently from the answer:\n%s\n%s", call.method, call.into, raw, again.Bytes())
+		if !bytes.Equal(again, raw) {
+			t.Errorf("%s: %T encodes differently from the answer:\n%s\n%s", call.method, call.into, raw, again)
 		}
 	}
 	var st wire.Status
