@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/shoal-sh/shoal/core/rpc"
 	"github.com/shoal-sh/shoal/core/value"
@@ -382,5 +383,24 @@ func TestGrepParts(t *testing.T) {
 	}
 	if used, _ := r.Cached(); used > 64<<10 {
 		t.Fatalf("cache holds %d bytes", used)
+	}
+}
+
+// TestRuneCount: the word-at-a-time count equals the standard library's
+// on valid UTF-8 of every width, at every alignment and length.
+func TestRuneCount(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(3, 4))
+	alphabet := []string{"a", "\n", "é", "✓", "𝄞", "\u009b", "\x7f", "\u2028"}
+	for n := range 200 {
+		var sb strings.Builder
+		for range n {
+			sb.WriteString(alphabet[rnd.IntN(len(alphabet))])
+		}
+		s := sb.String()
+		for off := range min(len(s), 9) {
+			if got, want := runeCount(s[off:]), utf8.RuneCountInString(s[off:]); utf8.ValidString(s[off:]) && got != want {
+				t.Fatalf("runeCount(%q) = %d, want %d", s[off:], got, want)
+			}
+		}
 	}
 }
