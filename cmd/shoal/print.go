@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"text/tabwriter"
 
 	"github.com/shoal-sh/shoal/core/wire"
@@ -123,22 +124,28 @@ func printPlugins(stdout io.Writer, plugins []wire.PluginStatus) error {
 
 // kernelCalls are the kernel calls (and their MCP tools) the kernel's
 // hints name, with the shoal command that does the same; %s is the
-// session flag when one is needed.
-var kernelCalls = []struct {
+// session flag when one is needed. They are compiled on first use: only
+// an error's hint needs them, and compiling them at start cost every run
+// of the command about 0.1 ms (GODEBUG=inittrace=1).
+var kernelCalls = sync.OnceValue(func() []kernelCall {
+	return []kernelCall{
+		{regexp.MustCompile(`plan\.apply \{ref: "([^"]+)"\}( \(MCP: shoal_apply\))?`), "`shoal plan apply%s $1`"},
+		{regexp.MustCompile(`plan\.create \{source\}( \(MCP: shoal_plan\))?`), "`shoal plan create%s SOURCE`"},
+		{regexp.MustCompile(`plan\.apply( \(MCP: shoal_apply\))?`), "`shoal plan apply%s REF`"},
+		{regexp.MustCompile(`plan\.create( \(MCP: shoal_plan\))?`), "`shoal plan create%s SOURCE`"},
+		{regexp.MustCompile(`plan\.list`), "`shoal plan list%s`"},
+		{regexp.MustCompile(`task\.list`), "`shoal task list%s`"},
+		{regexp.MustCompile(`blob\.put`), "`shoal blob put FILE`"},
+		{regexp.MustCompile(` ?\(MCP: shoal_[a-z_]+\)`), ""},
+		// A tool named alone: "plan it with shoal_plan", "(shoal_plan)".
+		{regexp.MustCompile(`\bshoal_plan\b`), "`shoal plan create%s SOURCE`"},
+		{regexp.MustCompile(`\bshoal_apply\b`), "`shoal plan apply%s REF`"},
+	}
+})
+
+type kernelCall struct {
 	re  *regexp.Regexp
 	cmd string
-}{
-	{regexp.MustCompile(`plan\.apply \{ref: "([^"]+)"\}( \(MCP: shoal_apply\))?`), "`shoal plan apply%s $1`"},
-	{regexp.MustCompile(`plan\.create \{source\}( \(MCP: shoal_plan\))?`), "`shoal plan create%s SOURCE`"},
-	{regexp.MustCompile(`plan\.apply( \(MCP: shoal_apply\))?`), "`shoal plan apply%s REF`"},
-	{regexp.MustCompile(`plan\.create( \(MCP: shoal_plan\))?`), "`shoal plan create%s SOURCE`"},
-	{regexp.MustCompile(`plan\.list`), "`shoal plan list%s`"},
-	{regexp.MustCompile(`task\.list`), "`shoal task list%s`"},
-	{regexp.MustCompile(`blob\.put`), "`shoal blob put FILE`"},
-	{regexp.MustCompile(` ?\(MCP: shoal_[a-z_]+\)`), ""},
-	// A tool named alone: "plan it with shoal_plan", "(shoal_plan)".
-	{regexp.MustCompile(`\bshoal_plan\b`), "`shoal plan create%s SOURCE`"},
-	{regexp.MustCompile(`\bshoal_apply\b`), "`shoal plan apply%s REF`"},
 }
 
 // cliHint rewrites a kernel message for a person at the command line: the
@@ -149,7 +156,7 @@ func cliHint(msg, session string) string {
 	if session != "" && session != "main" {
 		flag = " --session " + session
 	}
-	for _, k := range kernelCalls {
+	for _, k := range kernelCalls() {
 		msg = k.re.ReplaceAllString(msg, strings.ReplaceAll(k.cmd, "%s", flag))
 	}
 	return msg
