@@ -22,7 +22,10 @@ import (
 	"fmt"
 	"io"
 	"math/bits"
+	"runtime"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"unicode/utf8"
 
 	"github.com/zeebo/blake3"
@@ -252,31 +255,74 @@ func (ix *Index) setSize(size int64) {
 
 // encodeStr encodes a valid UTF-8 string in parts of about partSize
 // bytes cut on character boundaries; escaping is per character, so the
-// quoted parts joined are the quoted whole.
+// quoted parts joined are the quoted whole. The cuts depend only on s, so
+// the parts are quoted, counted and hashed independently, by up to
+// GOMAXPROCS goroutines (at most maxEncoders) when there are enough of
+// them: for a long output this is most of the work of spilling it.
 func encodeStr(s string, partSize int) *Encoded {
 	head, tail := []byte(`{"$":"str","v":"`), []byte(`"}`)
-	e := &Encoded{Pieces: [][]byte{head}, Size: int64(len(head)), Index: &Index{Kind: KindStr}}
-	chars := 0
+	var cuts []int // where each part ends
 	for i := 0; i < len(s); {
 		j := min(len(s), i+partSize)
 		for j < len(s) && !utf8.RuneStart(s[j]) {
 			j++
 		}
-		piece := s[i:j]
-		q := value.AppendQuoted(make([]byte, 0, len(piece)+len(piece)/8+2), piece)
-		part := q[1 : len(q)-1]
-		e.Index.Parts = append(e.Index.Parts, Part{First: chars, Off: e.Size, Len: len(part), Sum: blake3.Sum256(part)})
-		e.Pieces = append(e.Pieces, part)
-		e.Size += int64(len(part))
-		chars += runeCount(piece)
+		cuts = append(cuts, j)
 		i = j
 	}
+	parts := make([]Part, len(cuts))
+	pieces := make([][]byte, len(cuts)+2)
+	encode := func(k int) {
+		start := 0
+		if k > 0 {
+			start = cuts[k-1]
+		}
+		piece := s[start:cuts[k]]
+		q := value.AppendQuoted(make([]byte, 0, len(piece)+len(piece)/8+2), piece)
+		part := q[1 : len(q)-1]
+		// First holds the part's own character count until the sums below.
+		parts[k] = Part{First: runeCount(piece), Len: len(part), Sum: blake3.Sum256(part)}
+		pieces[k+1] = part
+	}
+	workers := min(runtime.GOMAXPROCS(0), maxEncoders, len(cuts)/minPartsPerEncoder)
+	if workers <= 1 {
+		for k := range cuts {
+			encode(k)
+		}
+	} else {
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		for range workers {
+			wg.Go(func() {
+				for k := int(next.Add(1) - 1); k < len(cuts); k = int(next.Add(1) - 1) {
+					encode(k)
+				}
+			})
+		}
+		wg.Wait()
+	}
+	e := &Encoded{Pieces: pieces, Size: int64(len(head)), Index: &Index{Kind: KindStr, Parts: parts}}
+	pieces[0], pieces[len(pieces)-1] = head, tail
+	chars := 0
+	for k := range parts {
+		n := parts[k].First
+		parts[k].First, parts[k].Off = chars, e.Size
+		chars += n
+		e.Size += int64(parts[k].Len)
+	}
 	e.Index.Count = chars
-	e.Pieces = append(e.Pieces, tail)
 	e.Size += int64(len(tail))
 	e.Index.Size = e.Size
 	return e
 }
+
+// The parallel string encoder: at most maxEncoders goroutines, each given
+// at least minPartsPerEncoder parts, so a short string (the common case)
+// is encoded on the caller's goroutine alone.
+const (
+	maxEncoders        = 4
+	minPartsPerEncoder = 8
+)
 
 // runeCount is utf8.RuneCountInString for valid UTF-8, eight bytes at a
 // time: the characters are the bytes that are not continuation bytes
