@@ -194,3 +194,63 @@ func TestParseObject(t *testing.T) {
 		}
 	}
 }
+
+// TestPlainRun checks the word-at-a-time scan against a byte loop: every
+// byte value at every position of a word, over fillers that sit next to
+// the thresholds (0x1f/0x20, 0x7f/0x80, 0xff, and the bytes one above
+// the quote and the backslash).
+func TestPlainRun(t *testing.T) {
+	naive := func(b []byte, i int) int {
+		for ; i < len(b); i++ {
+			if c := b[i]; c == '"' || c == '\\' || c < 0x20 {
+				return i
+			}
+		}
+		return len(b)
+	}
+	for _, fill := range []byte{'a', ' ', '#', ']', 0x7f, 0x80, 0xff, '!'} {
+		for n := 0; n <= 20; n++ {
+			for at := -1; at < n; at++ {
+				for c := 0; c < 256; c++ {
+					b := []byte(strings.Repeat(string(fill), n))
+					if at >= 0 {
+						b[at] = byte(c)
+					}
+					for from := 0; from <= min(n, 3); from++ {
+						// Either the first such byte, or the start of the
+						// tail shorter than a word when none comes before it.
+						got, want := plainRun(b, from), naive(b, from)
+						tail := from + (len(b)-from)/8*8
+						if got != want && (got != tail || want < tail) {
+							t.Fatalf("plainRun(% x, %d) = %d, want %d (tail from %d)", b, from, got, want, tail)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestHostReadLayout: the kernel's request takes the literal path; the
+// same request in another order or spacing takes the general reader and
+// decodes the same.
+func TestHostReadLayout(t *testing.T) {
+	in := ReadRequest{URI: "shoal://kv/a?path=.x", Family: "kv", Segments: []string{"a"}, Query: []Param{{"path", ".x"}}, Caller: Caller{"main", "agent:x"}}
+	data, err := json.Marshal(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := hostReadLayout(data); !ok || !reflect.DeepEqual(*got, in) {
+		t.Fatalf("kernel layout %s: got %+v %v", data, got, ok)
+	}
+	other := []byte(`{"family":"kv", "uri":"shoal://kv/a?path=.x","segments":["a"],"query":[{"key":"path","value":".x"}],"caller":{"principal":"agent:x","session":"main"}}`)
+	if _, ok := hostReadLayout(other); ok {
+		t.Fatalf("literal path took %s", other)
+	}
+	if got, err := decodeRead(other); err != nil || !reflect.DeepEqual(*got, in) {
+		t.Fatalf("general reader: %+v %v", got, err)
+	}
+	if _, ok := hostReadLayout(append(data[:len(data):len(data)], ' ')); ok {
+		t.Fatal("literal path took a request with trailing data")
+	}
+}
