@@ -217,6 +217,15 @@ func handleDescribe() (resp []byte) {
 	return errorEnvelope(Failed, "no provider or validator registered: call sdk.RegisterProvider or sdk.RegisterValidator from an init function")
 }
 
+// valueAnswer is the buffer of the last typed-value answer, reused by the
+// next read: the host copies an answer out before it calls again (the
+// ABI keeps an answer only until the next call), and an allocation in
+// a guest costs a microsecond or two. One larger than retainedAnswer is
+// not kept.
+var valueAnswer []byte
+
+const retainedAnswer = 64 << 10
+
 func handleRead(req []byte) (resp []byte) {
 	defer recoverInto(&resp)
 	p := registered.provider
@@ -232,8 +241,11 @@ func handleRead(req []byte) (resp []byte) {
 		return errorFrom(err, Failed)
 	}
 	if v, ok := out.(Value); ok {
-		b := v.appendTo(append(make([]byte, 0, len(v.wire)+22), abi.ValuePrefix...))
-		return append(b, '}')
+		b := append(v.appendTo(append(valueAnswer[:0], abi.ValuePrefix...)), '}')
+		if cap(b) <= retainedAnswer {
+			valueAnswer = b
+		}
+		return b
 	}
 	return recordEnvelope(out)
 }

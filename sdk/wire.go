@@ -367,13 +367,17 @@ func (r *reader) params() []Param {
 	return out
 }
 
-func (r *reader) strings() []string {
-	var out []string
+// strings reads a list of strings, appending to out; an empty list or
+// null reads as nil.
+func (r *reader) strings(out []string) []string {
 	if !r.open('[') {
 		return nil
 	}
 	for first := true; r.more(']', &first); {
 		out = append(out, r.str())
+	}
+	if len(out) == 0 {
+		return nil
 	}
 	return out
 }
@@ -398,7 +402,12 @@ func hostReadLayout(data []byte) (*ReadRequest, bool) {
 	if len(data) < len(head) || string(data[:len(head)]) != head {
 		return nil, false // before the copy: another caller's request pays little
 	}
-	req := &ReadRequest{}
+	// One allocation for the request and its first segments.
+	box := &struct {
+		req ReadRequest
+		seg [2]string
+	}{}
+	req := &box.req
 	r := reader{b: private(data), i: len(head)}
 	req.URI = r.str()
 	if !r.lit(`,"family":`) {
@@ -408,7 +417,7 @@ func hostReadLayout(data []byte) (*ReadRequest, bool) {
 	if !r.lit(`,"segments":`) {
 		return nil, false
 	}
-	req.Segments = r.strings()
+	req.Segments = r.strings(box.seg[:0])
 	if !r.lit(`,"query":`) {
 		return nil, false
 	}
@@ -441,7 +450,7 @@ func decodeRead(data []byte) (*ReadRequest, error) {
 			case "family":
 				req.Family = r.str()
 			case "segments": // a repeated member replaces, as in encoding/json
-				req.Segments = r.strings()
+				req.Segments = r.strings(nil)
 			case "query":
 				req.Query = r.params()
 			case "caller":
