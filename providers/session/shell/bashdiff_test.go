@@ -8,10 +8,12 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -216,10 +218,31 @@ func runShoal(t *testing.T, dir, src string) outcome {
 
 func normalizeBashStderr(s string) string { return bashPrefix.ReplaceAllString(s, "") }
 
+// defaultSignals undoes, for the processes the corpus starts, a signal
+// disposition the test inherited as ignored (under nohup SIGHUP is; in a
+// script's background job SIGINT and SIGQUIT are): bash would list such
+// a signal in `trap -p` and a shell started normally does not. A signal
+// Go catches is reset to its default in every child at exec.
+func defaultSignals(t *testing.T) {
+	var caught []os.Signal
+	for _, sig := range []os.Signal{syscall.SIGHUP, syscall.SIGINT, syscall.SIGQUIT} {
+		if signal.Ignored(sig) {
+			caught = append(caught, sig)
+		}
+	}
+	if len(caught) == 0 {
+		return
+	}
+	c := make(chan os.Signal, 1)
+	signal.Notify(c, caught...)
+	t.Cleanup(func() { signal.Stop(c) })
+}
+
 func TestBashCorpus(t *testing.T) {
 	if _, err := os.Stat(bashPath); err != nil {
 		t.Skip("no GNU bash at " + bashPath)
 	}
+	defaultSignals(t)
 	corpus := loadCorpus(t)
 	known := loadKnown(t)
 	var only *regexp.Regexp
