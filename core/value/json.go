@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"slices"
 	"strconv"
 	"strings"
@@ -1460,8 +1461,10 @@ func verbatimRun[T string | []byte](s T, i int) int {
 		quote := w ^ ones*'"'
 		backslash := w ^ ones*'\\'
 		special := (w-ones*0x20)&^w | (quote-ones)&^quote | (backslash-ones)&^backslash | w
-		if special&highs != 0 {
-			break
+		if special &= highs; special != 0 {
+			// Borrows only carry upwards, so the lowest flag is exact:
+			// it marks the first byte that is not verbatim.
+			return i + bits.TrailingZeros64(special)/8
 		}
 	}
 	for i < len(s) && verbatim[s[i]] {
