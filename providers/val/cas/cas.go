@@ -236,6 +236,18 @@ func (s *Store) PutReader(r io.Reader) (hash string, size int64, err error) {
 	return hash, size, err
 }
 
+// PutPieces stores the slices one after the other as one blob and
+// returns its hash and size, as PutReader would of their concatenation
+// but without copying them: batches of them are written while the ones
+// before are hashed. The slices must not change until it returns.
+func (s *Store) PutPieces(pieces [][]byte) (hash string, size int64, err error) {
+	hash, size, err = s.store(func(w *blobWriter) error { return w.writePieces(pieces) })
+	if err == nil {
+		s.stored(hash)
+	}
+	return hash, size, err
+}
+
 // present reports whether a blob of that hash and size exists or is
 // pending, refreshing its age when it exists so that a collection running
 // now keeps it.

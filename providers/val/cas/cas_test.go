@@ -13,6 +13,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/shoal-sh/shoal/core/rpc"
 )
@@ -552,4 +553,44 @@ func BenchmarkPutReader(b *testing.B) {
 			report(b)
 		})
 	}
+}
+
+// TestPutPieces: a blob stored from pieces (empty ones, small ones, ones
+// larger than a chunk, more than a batch holds) is the blob of their
+// concatenation, and the pieces are left as they were.
+func TestPutPieces(t *testing.T) {
+	s := openStore(t)
+	for _, sizes := range [][]int{{}, {0}, {5}, {0, 3, 0}, {chunkSize + 7, 1, chunkSize - 1, 0, 2 * chunkSize}} {
+		pieces := make([][]byte, len(sizes))
+		for i, n := range sizes {
+			pieces[i] = randBytes(t, n)
+		}
+		check := func(pieces [][]byte) {
+			t.Helper()
+			want := bytes.Join(pieces, nil)
+			kept := slices.Clone(pieces)
+			h, size, err := s.PutPieces(pieces)
+			if err != nil || h != Sum(want) || size != int64(len(want)) {
+				t.Fatalf("PutPieces = %s, %d, %v; want %s, %d", h, size, err, Sum(want), len(want))
+			}
+			for i := range pieces {
+				if unsafe.SliceData(pieces[i]) != unsafe.SliceData(kept[i]) || len(pieces[i]) != len(kept[i]) {
+					t.Fatal("PutPieces changed its pieces")
+				}
+			}
+			if got, err := s.Get(h); err != nil || !bytes.Equal(got, want) {
+				t.Fatalf("Get after PutPieces: %v", err)
+			}
+		}
+		check(pieces)
+	}
+	many := make([][]byte, 3*maxBatch+1)
+	for i := range many {
+		many[i] = randBytes(t, i%100+1)
+	}
+	h, _, err := s.PutPieces(many)
+	if err != nil || h != Sum(bytes.Join(many, nil)) {
+		t.Fatalf("PutPieces of %d pieces: %s, %v", len(many), h, err)
+	}
+	flush(t, s)
 }

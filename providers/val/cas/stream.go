@@ -36,10 +36,12 @@ type blobWriter struct {
 	failed atomic.Bool
 }
 
-// piece is one chunk to write. A lent piece is part of the caller's slice:
-// the writer acknowledges it on lent instead of recycling it.
+// piece is one chunk to write: b, or the slices of bs one after the
+// other. A lent piece is part of the caller's memory: the writer
+// acknowledges it on lent instead of recycling it.
 type piece struct {
 	b    []byte
+	bs   [][]byte
 	lent bool
 }
 
@@ -85,7 +87,13 @@ func (w *blobWriter) writeLoop() {
 	var werr error
 	for p := range w.full {
 		if werr == nil {
-			if _, err := w.f.Write(p.b); err != nil {
+			var err error
+			if p.bs != nil {
+				err = writeBuffers(w.f, p.bs)
+			} else {
+				_, err = w.f.Write(p.b)
+			}
+			if err != nil {
 				werr = err
 				w.failed.Store(true)
 			}
@@ -149,6 +157,43 @@ func (w *blobWriter) Write(p []byte) (int, error) {
 	}
 	return n, nil
 }
+
+// writePieces stores the slices one after the other without copying
+// them: they go to the writer in batches of about a chunk (one writev
+// each where there is one) while this goroutine hashes them.
+func (w *blobWriter) writePieces(pieces [][]byte) error {
+	out := 0 // lent batches not yet acknowledged
+	for len(pieces) > 0 && !w.failed.Load() {
+		n, size := 0, 0
+		for n < len(pieces) && n < maxBatch && (n == 0 || size+len(pieces[n]) <= chunkSize) {
+			size += len(pieces[n])
+			n++
+		}
+		batch := pieces[:n:n]
+		pieces = pieces[n:]
+		w.full <- piece{bs: batch, lent: true}
+		out++
+		for _, b := range batch {
+			w.h.Write(b)
+		}
+		w.size += int64(size)
+		for out >= chunkBuffers {
+			<-w.lent
+			out--
+		}
+	}
+	for ; out > 0; out-- {
+		<-w.lent
+	}
+	if w.failed.Load() {
+		return errWriteFailed
+	}
+	return nil
+}
+
+// maxBatch bounds the slices of one batch of writePieces (IOV_MAX is 1024
+// on Linux).
+const maxBatch = 256
 
 // ReadFrom reads r to its end straight into chunk buffers.
 func (w *blobWriter) ReadFrom(r io.Reader) (int64, error) {

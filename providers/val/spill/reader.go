@@ -75,7 +75,7 @@ func (r *Reader) PutEncoded(e *Encoded) (hash string, size int64, err error) {
 	if len(e.Pieces) == 1 {
 		hash, err = r.store.Put(e.Pieces[0])
 	} else {
-		hash, _, err = r.store.PutReader(e.Reader())
+		hash, _, err = r.store.PutPieces(e.Pieces)
 	}
 	if err != nil {
 		return "", 0, err
