@@ -183,12 +183,13 @@ func (t *Transcript) store(e *spill.Encoded) (string, error) {
 	return t.blobs.Put(e.Bytes())
 }
 
-// Fill stores the value of a reserved out:N.
-func (t *Transcript) Fill(session string, n int, v value.Value, marks []string) (Entry, error) {
+// Fill stores the value of a reserved out:N. aheads are the parts of
+// its strings encoded while they were written (see spill.Ahead), if any.
+func (t *Transcript) Fill(session string, n int, v value.Value, marks []string, aheads ...*spill.Ahead) (Entry, error) {
 	if v == nil {
 		v = value.Null{}
 	}
-	enc, err := spill.Encode(v, spill.PartSize)
+	enc, err := spill.EncodeAhead(v, spill.PartSize, aheads...)
 	if err != nil {
 		return Entry{}, fmt.Errorf("encode transcript value: %w", err)
 	}

@@ -637,7 +637,7 @@ func (p *Provider) finish(ctx context.Context, c *core.Caller, s *sess, req core
 	if v == nil {
 		v = value.Null{}
 	}
-	e, err := p.trans.Fill(c.Session, entry.N, v, res.Marks)
+	e, err := p.trans.Fill(c.Session, entry.N, v, res.Marks, res.Ahead...)
 	if err != nil {
 		return nil, err
 	}

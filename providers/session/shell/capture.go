@@ -3,12 +3,15 @@ package shell
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"unicode/utf8"
 	"unsafe"
 
 	"github.com/charmbracelet/x/ansi"
+
+	"github.com/shoal-sh/shoal/providers/val/spill"
 )
 
 // capture keeps one output stream of a run within a byte budget. It keeps
@@ -19,14 +22,15 @@ type capture struct {
 	mu        sync.Mutex
 	headLimit int
 	tailLimit int
-	// head is kept in chunks that are filled and never moved, so a large
-	// output is copied once on the way in instead of through a series of
-	// doubling reallocations.
-	head     [][]byte
-	headLen  int
-	tail     []byte // ring buffer once full
-	tailPos  int    // next write position in tail once it is full
-	tailFull bool
+	// buf holds the output as written while it fits the budget, and is
+	// only ever appended to: its bytes become the result's text without
+	// a copy, and an Ahead encodes its parts as they arrive. Once the
+	// output outgrows the budget, buf is the head and tail the most
+	// recent bytes, a ring.
+	buf      []byte
+	tail     []byte // ring once the output outgrew the budget, else nil
+	tailPos  int    // next write position in tail
+	taken    bool   // bytes() handed out buf: it must not be written over
 	total    int64
 	lines    int64 // newlines written, for progress reports
 	released bool  // the run's result is built; later output is dropped
@@ -34,11 +38,21 @@ type capture struct {
 	// interpreter's own messages, reworded as bash's; see
 	// run.filterMessage).
 	filter func([]byte) []byte
+	// ahead, once the output is long enough (aheadFrom), encodes its
+	// parts for the content store while the run goes on.
+	ahead *spill.Ahead
 }
 
 const (
-	headChunkMin = 4 << 10
-	headChunkMax = 1 << 20
+	bufMin = 4 << 10
+	// bufJump is the size from which buf grows to the whole budget at
+	// once (bufBig at least) instead of doubling: a long output is then
+	// copied once more at most.
+	bufJump = 1 << 20
+	bufBig  = 16 << 20
+	// aheadFrom is the output size from which its parts are encoded as
+	// they arrive: below it, encoding it once complete is quick enough.
+	aheadFrom = 8 * spill.PartSize
 )
 
 func newCapture(limit int) *capture {
@@ -60,54 +74,97 @@ func (c *capture) Write(p []byte) (int, error) {
 	}
 	c.total += int64(len(p))
 	c.lines += int64(bytes.Count(p, newline))
-	for len(p) > 0 && c.headLen < c.headLimit {
-		last := len(c.head) - 1
-		if last < 0 || len(c.head[last]) == cap(c.head[last]) {
-			// Chunks grow with the output (4 KiB up to 1 MiB), so a short
-			// output allocates little and a long one few chunks.
-			size := min(max(headChunkMin, c.headLen), headChunkMax, c.headLimit-c.headLen)
-			c.head = append(c.head, make([]byte, 0, size))
-			last++
-		}
-		ch := c.head[last]
-		k := min(cap(ch)-len(ch), len(p))
-		c.head[last] = append(ch, p[:k]...)
-		c.headLen += k
-		p = p[k:]
-	}
-	if len(p) == 0 || c.tailLimit == 0 {
-		return n, nil
-	}
-	if len(p) >= c.tailLimit {
-		if c.tail == nil || cap(c.tail) < c.tailLimit {
-			c.tail = make([]byte, c.tailLimit)
-		}
-		c.tail = c.tail[:c.tailLimit]
-		copy(c.tail, p[len(p)-c.tailLimit:])
-		c.tailPos, c.tailFull = 0, true
-		return n, nil
-	}
-	if !c.tailFull {
-		if len(c.tail)+len(p) <= c.tailLimit {
-			c.tail = append(c.tail, p...)
-			if len(c.tail) == c.tailLimit {
-				c.tailFull, c.tailPos = true, 0
-			}
+	if c.tail == nil {
+		if len(c.buf)+len(p) <= c.headLimit+c.tailLimit {
+			c.grow(len(p))
+			c.buf = append(c.buf, p...)
+			c.feedAhead()
 			return n, nil
 		}
-		// Grow to the full ring, then fall through to wrap-around writes.
-		full := make([]byte, c.tailLimit)
-		copy(full, c.tail)
-		c.tailPos = len(c.tail)
-		c.tail = full
-		c.tailFull = true
+		p = c.overflow(p)
+	}
+	if len(p) >= len(c.tail) {
+		copy(c.tail, p[len(p)-len(c.tail):])
+		c.tailPos = 0
+		return n, nil
 	}
 	for len(p) > 0 {
 		k := copy(c.tail[c.tailPos:], p)
 		p = p[k:]
-		c.tailPos = (c.tailPos + k) % c.tailLimit
+		c.tailPos = (c.tailPos + k) % len(c.tail)
 	}
 	return n, nil
+}
+
+// grow makes room in buf for n more bytes (within the budget).
+func (c *capture) grow(n int) {
+	if cap(c.buf)-len(c.buf) >= n {
+		return
+	}
+	limit := c.headLimit + c.tailLimit
+	size := max(2*cap(c.buf), len(c.buf)+n, bufMin)
+	if size > bufJump {
+		size = max(size, bufBig)
+	}
+	size = max(min(size, limit), len(c.buf)+n)
+	b := makeNoZero(size)
+	c.buf = append(b, c.buf...)
+}
+
+// makeNoZero returns an empty slice with room for n bytes that are not
+// cleared first (what strings.Builder allocates): the capture writes
+// every byte it reads, and clearing a buffer of the whole budget cost
+// as much as filling it.
+func makeNoZero(n int) []byte {
+	var b strings.Builder
+	b.Grow(n)
+	b.WriteByte(0) // so that the string's data is the buffer
+	return unsafe.Slice(unsafe.StringData(b.String()), b.Cap())[:0]
+}
+
+// feedAhead hands a long output's complete parts to its Ahead, which it
+// starts once the output is long enough.
+func (c *capture) feedAhead() {
+	if c.taken || len(c.buf) < aheadFrom {
+		return
+	}
+	if c.ahead == nil {
+		c.ahead = spill.NewAhead()
+	}
+	c.ahead.Feed(unsafe.String(unsafe.SliceData(c.buf), len(c.buf)))
+}
+
+// stopAhead stops the encoding ahead (the output is taken or outgrew the
+// budget): its goroutine reads buf no more.
+func (c *capture) stopAhead() {
+	if c.ahead != nil {
+		c.ahead.Stop()
+	}
+}
+
+// overflow turns buf into the head and the tail ring, the first time the
+// output outgrows the budget, and returns what of p is left for the ring.
+// The ring is buf's second half unless bytes() handed buf out.
+func (c *capture) overflow(p []byte) []byte {
+	c.stopAhead()
+	if k := c.headLimit - len(c.buf); k > 0 {
+		c.grow(k)
+		c.buf = append(c.buf, p[:k]...)
+		p = p[k:]
+	}
+	kept := c.buf[c.headLimit:]
+	if c.taken || cap(c.buf) < c.headLimit+c.tailLimit {
+		c.tail = make([]byte, c.tailLimit)
+		copy(c.tail, kept)
+	} else {
+		c.tail = c.buf[c.headLimit : c.headLimit+c.tailLimit]
+	}
+	c.tailPos = 0
+	if len(c.tail) > 0 {
+		c.tailPos = len(kept) % len(c.tail)
+	}
+	c.buf = c.buf[:c.headLimit:c.headLimit]
+	return p
 }
 
 // release frees the buffers once the run's result is built. Background jobs
@@ -115,35 +172,40 @@ func (c *capture) Write(p []byte) (int, error) {
 func (c *capture) release() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.stopAhead()
 	c.released = true
-	c.head, c.tail = nil, nil
+	c.buf, c.tail = nil, nil
 }
 
 // bytes returns the kept output (with an elision marker when something was
-// dropped) and the number of bytes dropped. The slice is freshly
-// allocated and belongs to the caller.
-func (c *capture) bytes() ([]byte, int64) {
+// dropped) and the number of bytes dropped. The capture does not write
+// the returned bytes again. The Ahead that encoded parts of them, if any,
+// is stopped.
+func (c *capture) bytes() ([]byte, int64, *spill.Ahead) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	tailLen := len(c.tail)
-	dropped := c.total - int64(c.headLen) - int64(tailLen)
+	c.stopAhead()
 	if c.total == 0 {
-		return nil, 0
+		return nil, 0, nil
 	}
-	// Exactly sized: the result's text shares this memory for as long as
-	// the value lives (in the transcript, maybe long), so no spare room.
+	if c.tail == nil {
+		// The result's text shares this memory for as long as the value
+		// lives (in the transcript, maybe long): a buffer mostly empty is
+		// copied to one of the right size.
+		if cap(c.buf)-len(c.buf) > len(c.buf) {
+			out := slices.Clip(slices.Clone(c.buf))
+			if c.ahead != nil {
+				c.ahead.Moved(unsafe.String(unsafe.SliceData(out), len(out)))
+			}
+			return out, 0, c.ahead
+		}
+		c.taken = true
+		return slices.Clip(c.buf), 0, c.ahead
+	}
+	dropped := c.total - int64(len(c.buf)) - int64(len(c.tail))
 	const markerMax = 160 // the marker with three 19-digit counts
-	room := 0
-	if dropped > 0 {
-		room = markerMax
-	}
-	out := make([]byte, 0, c.headLen+tailLen+room)
-	for _, ch := range c.head {
-		out = append(out, ch...)
-	}
-	if dropped == 0 {
-		return c.appendTail(out), 0
-	}
+	out := make([]byte, 0, len(c.buf)+len(c.tail)+markerMax)
+	out = append(out, c.buf...)
 	// Cut on rune boundaries so the halves stay valid text when the
 	// stream was text.
 	headLen := len(out)
@@ -159,28 +221,20 @@ func (c *capture) bytes() ([]byte, int64) {
 	headLen = len(out)
 	// The tail goes in after the marker, whose length depends on how much
 	// of the tail's start is cut: append it, cut it, then move it.
-	out = c.appendTail(out)
+	out = append(out, c.tail[c.tailPos:]...)
+	out = append(out, c.tail[:c.tailPos]...)
 	tail := out[headLen:]
 	skip := 0
 	for skip < utf8.UTFMax && skip < len(tail) && !utf8.RuneStart(tail[skip]) {
 		skip++
 	}
 	dropped += int64(skip)
-	tailLen = len(tail) - skip
+	tailLen := len(tail) - skip
 	marker := fmt.Sprintf("\n[shoal: %d bytes elided here; the first %d and last %d bytes are kept]\n", dropped, headLen, tailLen)
 	out = out[:headLen+len(marker)+tailLen]
 	copy(out[headLen+len(marker):], tail[skip:])
 	copy(out[headLen:], marker)
-	return out, dropped
-}
-
-// appendTail appends the tail ring in order.
-func (c *capture) appendTail(out []byte) []byte {
-	if c.tailFull {
-		out = append(out, c.tail[c.tailPos:]...)
-		return append(out, c.tail[:c.tailPos]...)
-	}
-	return append(out, c.tail...)
+	return out, dropped, nil
 }
 
 // cleanOutput turns captured bytes into what a model should read: ANSI
@@ -190,8 +244,8 @@ func (c *capture) appendTail(out []byte) []byte {
 // and is returned untouched with text=false. cleanOutput takes b over:
 // the caller must not change it afterwards.
 func cleanOutput(b []byte, raw bool) (s string, text bool) {
-	// b is the capture's fresh copy and nothing writes it again, so the
-	// string shares its memory instead of copying it once more.
+	// Nothing writes b again (see capture.bytes), so the string shares
+	// its memory instead of copying it once more.
 	s = unsafe.String(unsafe.SliceData(b), len(b))
 	if plainASCII(s) {
 		return s, true // valid, and nothing below would change it

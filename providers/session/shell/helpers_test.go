@@ -32,7 +32,7 @@ func TestCapture(t *testing.T) {
 		for _, w := range tt.writes {
 			c.Write([]byte(w))
 		}
-		got, _ := c.bytes()
+		got, _, _ := c.bytes()
 		if string(got) != tt.want {
 			t.Errorf("capture(%d, %q) = %q, want %q", tt.limit, tt.writes, got, tt.want)
 		}
@@ -55,7 +55,7 @@ func FuzzCapture(f *testing.F) {
 		for i := 0; i < len(data); i += step {
 			c.Write(data[i:min(i+step, len(data))])
 		}
-		got, dropped := c.bytes()
+		got, dropped, _ := c.bytes()
 		if dropped == 0 {
 			if !bytes.Equal(got, data) {
 				t.Fatalf("nothing dropped but output differs")

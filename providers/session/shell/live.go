@@ -107,40 +107,22 @@ func (c *capture) readFrom(since int64, limit int) Chunk {
 	}
 	since = max(since, 0)
 	ch.From = since
-	if since < int64(c.headLen) {
-		// From the head chunks.
-		off := since
-		for _, part := range c.head {
-			if off >= int64(len(part)) {
-				off -= int64(len(part))
-				continue
-			}
-			k := min(len(part)-int(off), limit-len(ch.Data))
-			ch.Data = append(ch.Data, part[off:int(off)+k]...)
-			off = 0
-			if len(ch.Data) == limit {
-				break
-			}
-		}
+	if since < int64(len(c.buf)) {
+		// From the output as written, or the head.
+		k := min(len(c.buf)-int(since), limit)
+		ch.Data = append([]byte(nil), c.buf[since:int(since)+k]...)
 		return ch
 	}
-	kept := len(c.tail)
-	if c.tailFull {
-		kept = c.tailLimit
-	}
-	tailStart := c.total - int64(kept)
+	tailStart := c.total - int64(len(c.tail))
 	if since < tailStart {
 		since = tailStart // the middle is no longer kept
 		ch.From = since
 	}
 	i := int(since - tailStart)
-	n := min(kept-i, limit)
+	n := min(len(c.tail)-i, limit)
 	ch.Data = make([]byte, 0, n)
 	for len(ch.Data) < n {
-		pos := i + len(ch.Data)
-		if c.tailFull {
-			pos = (c.tailPos + pos) % c.tailLimit
-		}
+		pos := (c.tailPos + i + len(ch.Data)) % len(c.tail)
 		end := min(len(c.tail), pos+n-len(ch.Data))
 		ch.Data = append(ch.Data, c.tail[pos:end]...)
 	}

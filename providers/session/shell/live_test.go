@@ -27,15 +27,15 @@ func TestCaptureReadFrom(t *testing.T) {
 			for since := int64(0); since <= total; since++ {
 				ch := c.readFrom(since, 5)
 				from := since
-				if since >= int64(c.headLen) && since < tailStart {
+				if since >= int64(len(c.buf)) && since < tailStart {
 					from = tailStart
 				}
 				if ch.From != from || ch.Size != total {
 					t.Fatalf("limit %d step %d since %d: from %d size %d, want %d %d", limit, step, since, ch.From, ch.Size, from, total)
 				}
 				end := min(from+5, total)
-				if from < int64(c.headLen) {
-					end = min(end, int64(c.headLen))
+				if from < int64(len(c.buf)) {
+					end = min(end, int64(len(c.buf)))
 				}
 				if !bytes.Equal(ch.Data, data[from:end]) {
 					t.Fatalf("limit %d step %d since %d: %q, want %q", limit, step, since, ch.Data, data[from:end])

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/shoal-sh/shoal/core/value"
+	"github.com/shoal-sh/shoal/providers/val/spill"
 )
 
 // Effect kinds, the vocabulary of SPEC J3. The planner derives the same
@@ -53,6 +54,10 @@ type Result struct {
 	// Dropped counters say how many bytes went.
 	Stdout, Stderr               string
 	StdoutDropped, StderrDropped int64
+	// Ahead holds the parts of a long Stdout and Stderr already encoded
+	// for the content store while the run wrote them (stopped), for
+	// spill.EncodeAhead; empty for short output.
+	Ahead []*spill.Ahead
 	// Effects are the side effects observed while the run ran, in first
 	// occurrence order, each kind/target pair once. EffectsDropped counts
 	// the ones left out past the cap.

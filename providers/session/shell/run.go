@@ -16,6 +16,7 @@ import (
 
 	"github.com/shoal-sh/shoal/core/value"
 	"github.com/shoal-sh/shoal/providers/session/sandbox"
+	"github.com/shoal-sh/shoal/providers/val/spill"
 )
 
 // Caps that keep one run's bookkeeping bounded whatever the script does
@@ -418,8 +419,13 @@ func (ru *run) result(exit int, changedEnv []string, raw bool) *Result {
 		p = nil
 	}
 	res := &Result{Exit: exit}
-	outB, outDropped := ru.stdout.bytes()
-	errB, errDropped := ru.stderr.bytes()
+	outB, outDropped, outAhead := ru.stdout.bytes()
+	errB, errDropped, errAhead := ru.stderr.bytes()
+	for _, a := range []*spill.Ahead{outAhead, errAhead} {
+		if a != nil {
+			res.Ahead = append(res.Ahead, a)
+		}
+	}
 	out, outText := cleanOutput(outB, raw)
 	errS, errText := cleanOutput(errB, raw)
 	res.Stdout, res.Stderr = out, errS

@@ -108,6 +108,12 @@ func (e *Encoded) Bytes() []byte {
 // list, table or valid UTF-8 string whose encoding spans more than one
 // part of partSize bytes (PartSize when ≤ 0).
 func Encode(v value.Value, partSize int) (*Encoded, error) {
+	return EncodeAhead(v, partSize)
+}
+
+// EncodeAhead is Encode using the parts that aheads encoded of the
+// strings in v (each Ahead is stopped first).
+func EncodeAhead(v value.Value, partSize int, aheads ...*Ahead) (*Encoded, error) {
 	if partSize <= 0 {
 		partSize = PartSize
 	}
@@ -122,10 +128,10 @@ func Encode(v value.Value, partSize int) (*Encoded, error) {
 		})
 	case value.Str:
 		if utf8.ValidString(string(x)) {
-			e = encodeStr(string(x), partSize)
+			e = encodeStr(string(x), partSize, aheads)
 		}
 	case *value.Record:
-		return encodeRecord(x, partSize)
+		return encodeRecord(x, partSize, aheads)
 	}
 	if err != nil {
 		return nil, err
@@ -181,7 +187,7 @@ var comma = []byte{','}
 // encodeRecord encodes a record field by field, as value.Marshal does,
 // and indexes it when one of its fields has an index of its own (a large
 // stdout, a large table inside).
-func encodeRecord(r *value.Record, partSize int) (*Encoded, error) {
+func encodeRecord(r *value.Record, partSize int, aheads []*Ahead) (*Encoded, error) {
 	type field struct {
 		name []byte
 		e    *Encoded
@@ -192,7 +198,7 @@ func encodeRecord(r *value.Record, partSize int) (*Encoded, error) {
 		if f.Value == nil {
 			return nil, fmt.Errorf("record field %q has no value", f.Name)
 		}
-		fe, err := Encode(f.Value, partSize)
+		fe, err := EncodeAhead(f.Value, partSize, aheads...)
 		if err != nil {
 			return nil, err
 		}
@@ -256,10 +262,11 @@ func (ix *Index) setSize(size int64) {
 // encodeStr encodes a valid UTF-8 string in parts of about partSize
 // bytes cut on character boundaries; escaping is per character, so the
 // quoted parts joined are the quoted whole. The cuts depend only on s, so
-// the parts are quoted, counted and hashed independently, by up to
-// GOMAXPROCS goroutines (at most maxEncoders) when there are enough of
-// them: for a long output this is most of the work of spilling it.
-func encodeStr(s string, partSize int) *Encoded {
+// the parts are quoted, counted and hashed independently: ahead of time
+// (see Ahead) or by up to GOMAXPROCS goroutines (at most maxEncoders)
+// when there are enough of them: for a long output this is most of the
+// work of spilling it.
+func encodeStr(s string, partSize int, aheads []*Ahead) *Encoded {
 	head, tail := []byte(`{"$":"str","v":"`), []byte(`"}`)
 	var cuts []int // where each part ends
 	for i := 0; i < len(s); {
@@ -272,21 +279,32 @@ func encodeStr(s string, partSize int) *Encoded {
 	}
 	parts := make([]Part, len(cuts))
 	pieces := make([][]byte, len(cuts)+2)
+	var todo []int // the parts not encoded ahead
+	if len(aheads) > 0 {
+		done := use(s, cuts, aheads)
+		for k := range cuts {
+			if p, ok := done[k]; ok {
+				parts[k], pieces[k+1] = p.part, p.piece
+			} else {
+				todo = append(todo, k)
+			}
+		}
+	} else {
+		todo = make([]int, len(cuts))
+		for k := range todo {
+			todo[k] = k
+		}
+	}
 	encode := func(k int) {
 		start := 0
 		if k > 0 {
 			start = cuts[k-1]
 		}
-		piece := s[start:cuts[k]]
-		q := value.AppendQuoted(make([]byte, 0, len(piece)+len(piece)/8+2), piece)
-		part := q[1 : len(q)-1]
-		// First holds the part's own character count until the sums below.
-		parts[k] = Part{First: runeCount(piece), Len: len(part), Sum: blake3.Sum256(part)}
-		pieces[k+1] = part
+		pieces[k+1], parts[k] = encodePart(s[start:cuts[k]])
 	}
-	workers := min(runtime.GOMAXPROCS(0), maxEncoders, len(cuts)/minPartsPerEncoder)
+	workers := min(runtime.GOMAXPROCS(0), maxEncoders, len(todo)/minPartsPerEncoder)
 	if workers <= 1 {
-		for k := range cuts {
+		for _, k := range todo {
 			encode(k)
 		}
 	} else {
@@ -294,8 +312,8 @@ func encodeStr(s string, partSize int) *Encoded {
 		var wg sync.WaitGroup
 		for range workers {
 			wg.Go(func() {
-				for k := int(next.Add(1) - 1); k < len(cuts); k = int(next.Add(1) - 1) {
-					encode(k)
+				for i := int(next.Add(1) - 1); i < len(todo); i = int(next.Add(1) - 1) {
+					encode(todo[i])
 				}
 			})
 		}
@@ -314,6 +332,14 @@ func encodeStr(s string, partSize int) *Encoded {
 	e.Size += int64(len(tail))
 	e.Index.Size = e.Size
 	return e
+}
+
+// encodePart quotes one part of a string (without the quotes) and
+// describes it, First holding its own character count.
+func encodePart(raw string) ([]byte, Part) {
+	q := value.AppendQuoted(make([]byte, 0, len(raw)+len(raw)/8+2), raw)
+	piece := q[1 : len(q)-1]
+	return piece, Part{First: runeCount(raw), Len: len(piece), Sum: blake3.Sum256(piece)}
 }
 
 // The parallel string encoder: at most maxEncoders goroutines, each given
