@@ -2,8 +2,10 @@ package bus
 
 import (
 	"encoding/json"
+	"math"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // channel is one named channel: its seq counter, its ring and the parking
@@ -38,6 +40,10 @@ type channel struct {
 	chunk []Event    // events are carved from here, one allocation per chunk
 	bytes int        // payload bytes of the events the ring holds
 
+	gatherTimer *time.Timer   // ends a gathering period (see gather)
+	gatherArmed bool          // gatherTimer is running
+	gatherDelay time.Duration // a period's length: coalesceDelay
+
 	// Parking, on its own cache line: writers touch it while publishers
 	// write next and mu. A writer with nothing to do loads notify, raises
 	// parked, re-checks next, then waits on notify; an append that sees
@@ -46,7 +52,11 @@ type channel struct {
 	_      [64]byte
 	parked atomic.Bool
 	notify atomic.Pointer[chan struct{}]
-	_      [64]byte
+	// Gathering (see gather): the lowest next a gathering writer waits
+	// for (MaxUint64: none), and the channel closed when next reaches it.
+	gatherAt atomic.Uint64
+	gathered atomic.Pointer[chan struct{}]
+	_        [64]byte
 }
 
 // ring holds a channel's newest events: slot i holds the event whose
@@ -61,12 +71,14 @@ type ring struct {
 const initialRing = 16
 
 func newChannel(name string, base uint64, store DurableStore, limit, budget int) *channel {
-	c := &channel{name: name, store: store, limit: uint64(limit), budget: budget}
+	c := &channel{name: name, store: store, limit: uint64(limit), budget: budget, gatherDelay: coalesceDelay}
 	c.base.Store(base)
 	c.next.Store(base)
 	c.low.Store(base)
-	wake := make(chan struct{})
+	wake, gathered := make(chan struct{}), make(chan struct{})
 	c.notify.Store(&wake)
+	c.gathered.Store(&gathered)
+	c.gatherAt.Store(math.MaxUint64)
 	c.ring.Store(&ring{slots: make([]atomic.Pointer[Event], min(initialRing, limit))})
 	return c
 }
@@ -128,6 +140,9 @@ func (c *channel) appendLocked(ts int64, payload json.RawMessage) *Event {
 	if c.parked.Load() {
 		c.wakeLocked()
 	}
+	if seq+1 >= c.gatherAt.Load() {
+		c.wakeGatherersLocked()
+	}
 	return ev
 }
 
@@ -158,6 +173,56 @@ func (c *channel) wakeLocked() {
 	c.parked.Store(false)
 	wake := make(chan struct{})
 	close(*c.notify.Swap(&wake))
+}
+
+// wakeGatherersLocked wakes every gathering writer. The caller holds c.mu.
+func (c *channel) wakeGatherersLocked() {
+	if c.gatherArmed {
+		c.gatherArmed = false
+		c.gatherTimer.Stop() // false when it is this very call: harmless
+	}
+	// Reset the target before the swap: a writer registering in between
+	// either waits on the old channel (closed just below) or registers
+	// its target after the reset, where the next append finds it.
+	c.gatherAt.Store(math.MaxUint64)
+	wake := make(chan struct{})
+	close(*c.gathered.Swap(&wake))
+}
+
+// gather blocks until the channel's next seq reaches target, coalesceDelay
+// passes or stop is raised (the caller re-checks): a writer in a burst
+// lets a batch build up without being woken by each publish, and its
+// queue cannot overflow meanwhile, since target is one batch past its
+// cursor. All the channel's gathering writers share one wake-up and one
+// timer, whoever's target comes first.
+func (c *channel) gather(target uint64, stop *atomic.Bool) {
+	wake := *c.gathered.Load()
+	for {
+		at := c.gatherAt.Load()
+		if at <= target || c.gatherAt.CompareAndSwap(at, target) {
+			break
+		}
+	}
+	// Registering and then loading next is ordered against the append's
+	// store of next and its load of gatherAt, as in park.
+	if c.next.Load() >= target || stop.Load() {
+		return
+	}
+	c.mu.Lock()
+	if !c.gatherArmed {
+		c.gatherArmed = true
+		if c.gatherTimer == nil {
+			c.gatherTimer = time.AfterFunc(c.gatherDelay, func() {
+				c.mu.Lock()
+				c.wakeGatherersLocked()
+				c.mu.Unlock()
+			})
+		} else {
+			c.gatherTimer.Reset(c.gatherDelay)
+		}
+	}
+	c.mu.Unlock()
+	<-wake
 }
 
 // oldest is the oldest seq the ring still holds when next is n (n itself

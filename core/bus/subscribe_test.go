@@ -585,3 +585,71 @@ func TestSubscribeBatches(t *testing.T) {
 		t.Fatalf("the two subscribers did not share one encoding")
 	}
 }
+
+// TestGatherWakesAtTarget: a gathering writer is woken when its target
+// seq is reached, not only when the period ends (here it never would),
+// and a Close wakes one that is still waiting.
+func TestGatherWakesAtTarget(t *testing.T) {
+	b := newTestBus(t, Options{})
+	c, err := b.channel("user.gather")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.gatherDelay = time.Hour
+	var stop atomic.Bool
+	returned := make(chan struct{})
+	go func() {
+		defer close(returned)
+		c.gather(3, &stop)
+	}()
+	waitGathering(t, c)
+	for i := range 3 {
+		select {
+		case <-returned:
+			t.Fatalf("gather returned after %d of 3 events", i)
+		default:
+		}
+		mustPublish(t, b, "user.gather", seqPayload(i))
+	}
+	waitClosed(t, returned, "gather at its target")
+
+	sub, err := b.SubscribeBatches("user.gather", func([]Event) error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	returned = make(chan struct{})
+	go func() {
+		defer close(returned)
+		c.gather(1000, &sub.closed)
+	}()
+	waitGathering(t, c)
+	sub.Close()
+	waitClosed(t, returned, "gather after Close")
+}
+
+// waitClosed fails the test if ch is not closed within a generous bound
+// (a hang guard, not a timing assertion).
+func waitClosed(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s: still waiting after 30 s", what)
+	}
+}
+
+// waitGathering waits until a writer has registered in c.gather and armed
+// its timer, so that what follows happens while it waits.
+func waitGathering(t *testing.T, c *channel) {
+	t.Helper()
+	for range 30_000 {
+		c.mu.Lock()
+		armed := c.gatherArmed
+		c.mu.Unlock()
+		if armed {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatal("no writer started gathering")
+}

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/shoal-sh/shoal/core/wire"
 )
@@ -39,6 +40,17 @@ type Subscription struct {
 // Small enough that a sink which stalls mid-batch holds few stale events;
 // large enough to amortise the load of next.
 const writerBatch = 64
+
+// A batch writer that just wrote at least burstBatch events is in a
+// burst: before it takes fewer than a full batch, it waits until a full
+// batch is there or coalesceDelay has passed, so that each wake-up and
+// each system call carries up to writerBatch events instead of the
+// handful that arrived during the last write. An event that follows a
+// quiet spell goes out at once.
+const (
+	burstBatch    = 4
+	coalesceDelay = time.Millisecond
+)
 
 // Subscribe starts delivering the events published on channel from now on
 // to sink, creating the channel if needed. sink runs on the subscription's
@@ -141,6 +153,7 @@ func (s *Subscription) Close() {
 		// writers too; they find nothing new and park again.
 		s.ch.mu.Lock()
 		s.ch.wakeLocked()
+		s.ch.wakeGatherersLocked()
 		s.ch.mu.Unlock()
 	})
 	<-s.done
@@ -165,22 +178,21 @@ func (s *Subscription) run(cursor uint64) {
 		out = make([]Event, 0, writerBatch+1)
 	}
 	var unreported uint64 // skipped since the last marker
+	lastBatch := 0        // events in the last batch written
 	for !s.closed.Load() {
 		n := c.next.Load()
+		if s.batch != nil && lastBatch >= burstBatch && n-cursor < writerBatch {
+			// In a burst: let a full batch build up (or coalesceDelay
+			// pass) instead of writing what trickled in meanwhile. The
+			// batch that follows decides whether the burst goes on.
+			c.gather(cursor+writerBatch, &s.closed)
+			lastBatch = 0
+			n = c.next.Load()
+		}
 		if cursor == n {
 			c.park(cursor, &s.closed)
 			if s.batch != nil {
-				// Woken by one publish: let the publisher run on before
-				// taking the batch, so that under a burst each wake-up
-				// and each write carries many events, not one. Yield
-				// again while events keep coming (a few times at most).
-				for range 4 {
-					before := c.next.Load()
-					runtime.Gosched()
-					if c.next.Load() == before || c.next.Load()-cursor >= writerBatch {
-						break
-					}
-				}
+				s.yield(cursor)
 			}
 			continue
 		}
@@ -213,6 +225,7 @@ func (s *Subscription) run(cursor uint64) {
 			}
 			s.delivered.Add(uint64(len(batch)))
 			cursor += uint64(len(batch))
+			lastBatch = len(batch)
 			continue
 		}
 		if unreported > 0 {
@@ -229,6 +242,21 @@ func (s *Subscription) run(cursor uint64) {
 		}
 		s.delivered.Add(uint64(len(batch)))
 		cursor += uint64(len(batch))
+	}
+}
+
+// yield runs between a batch writer's wake-up from park and its load: it
+// lets the publisher run on a few times while events keep coming, so that
+// each wake-up and each write carries more than the one event that woke
+// it.
+func (s *Subscription) yield(cursor uint64) {
+	c := s.ch
+	for range 4 {
+		before := c.next.Load()
+		runtime.Gosched()
+		if c.next.Load() == before || c.next.Load()-cursor >= writerBatch {
+			return
+		}
 	}
 }
 
