@@ -89,6 +89,12 @@ func limitError(limit int) error {
 // so an attempt costs at most about limit bytes of output, and there are
 // at most a few dozen attempts.
 func fit(v value.Value, b Budget, limit int, o Origin, plain bool) (compact, pretty []byte, elided bool, err error) {
+	return fitRoot(func(e *emitter) { e.value(v, 0) }, isRecord(v), b, limit, o, plain)
+}
+
+// fitRoot is fit for a root that root emits; record says whether it is a
+// record (plain mode lists the cuts in it).
+func fitRoot(root func(e *emitter), record bool, b Budget, limit int, o Origin, plain bool) (compact, pretty []byte, elided bool, err error) {
 	if limit < MinLimit {
 		return nil, nil, false, limitError(limit)
 	}
@@ -96,9 +102,12 @@ func fit(v value.Value, b Budget, limit int, o Origin, plain bool) (compact, pre
 	wrap := false
 	for {
 		e := &emitter{limit: limit, b: b, plain: plain, origin: o, wrap: wrap}
-		e.run(v)
+		e.runRoot(root)
+		if e.err != nil {
+			return nil, nil, false, e.err
+		}
 		if !e.over {
-			if plain && !wrap && e.cutCount() > 0 && !isRecord(v) {
+			if plain && !wrap && e.cutCount() > 0 && !record {
 				wrap = true // cuts need a place to be listed: wrap and redo
 				continue
 			}
@@ -218,6 +227,15 @@ type emitter struct {
 	cuts   []marker // plain mode: the cuts, listed in "$elided"
 	more   int      // plain mode: cuts beyond maxListedCuts
 	st     stats
+	err    error // a sparse value failed to read
+}
+
+// fail ends the attempt with err (a part of a sparse value did not read).
+func (e *emitter) fail(err error) {
+	if e.err == nil {
+		e.err = err
+	}
+	e.over = true
 }
 
 func (e *emitter) cutCount() int { return len(e.cuts) + e.more }
@@ -424,20 +442,22 @@ func (e *emitter) marker(m *marker) {
 }
 
 // run emits the root value (and in plain mode the list of cuts).
-func (e *emitter) run(v value.Value) {
+func (e *emitter) run(v value.Value) { e.runRoot(func(e *emitter) { e.value(v, 0) }) }
+
+func (e *emitter) runRoot(root func(e *emitter)) {
 	if e.exact {
 		e.b = Budget{MaxRows: math.MaxInt, MaxItems: math.MaxInt, MaxString: math.MaxInt, MaxBytes: math.MaxInt, MaxDepth: math.MaxInt, MaxFields: math.MaxInt}
 	}
 	if e.plain && e.wrap {
 		e.open('{')
 		e.key("value")
-		e.value(v, 0)
+		root(e)
 		e.key("$elided")
 		e.cutList()
 		e.close('}')
 		return
 	}
-	e.value(v, 0)
+	root(e)
 }
 
 func (e *emitter) cutList() {
@@ -512,10 +532,17 @@ func (e *emitter) scalar(tag, lit string) {
 }
 
 func (e *emitter) str(s string) {
+	e.strOf(s, len(s), func() int { return utf8.RuneCountInString(s) })
+}
+
+// strOf emits a string of total bytes (and count characters, asked only
+// of strings of at most 64 KiB) of which s is the whole or a prefix of
+// more than room bytes (all fitString can read).
+func (e *emitter) strOf(s string, total int, count func() int) {
 	room := e.room()
 	end, chars, b64 := fitString(s, e.b.MaxString, room, e.plain)
 	e.st.longestStr = max(e.st.longestStr, chars)
-	cut := end < len(s)
+	cut := end < total
 	if cut && e.exact {
 		e.over = true // raw output is whole or nothing
 		return
@@ -534,13 +561,13 @@ func (e *emitter) str(s string) {
 		e.writeQuoted(s[:end])
 	}
 	if cut {
-		m := marker{kind: value.KindStr, shown: chars, totalBytes: len(s), totalChars: -1, budget: "max_string"}
+		m := marker{kind: value.KindStr, shown: chars, totalBytes: total, totalChars: -1, budget: "max_string"}
 		if chars < e.b.MaxString {
 			m.budget = "limit"
 		}
 		// Counting characters reads the whole string: only for short ones.
-		if len(s) <= 1<<16 {
-			m.totalChars = utf8.RuneCountInString(s)
+		if total <= maxCountedString {
+			m.totalChars = count()
 		}
 		m.slice = e.nextSliceChars(chars, m.totalChars)
 		e.cut(m)
@@ -549,6 +576,10 @@ func (e *emitter) str(s string) {
 		e.close('}')
 	}
 }
+
+// maxCountedString is the longest string (in bytes) whose characters a
+// marker counts.
+const maxCountedString = 1 << 16
 
 // nextSliceChars is nextSlice for strings, whose pages are at least a few
 // hundred characters even when little was shown.
@@ -662,11 +693,15 @@ func (e *emitter) bytes(b value.Bytes) {
 }
 
 func (e *emitter) list(l value.List, depth int) {
+	e.listOf(len(l), func(i int) { e.value(l[i], depth+1) }, depth)
+}
+
+// listOf emits a list of n items, item i emitted by item.
+func (e *emitter) listOf(n int, item func(i int), depth int) {
 	if !e.plain {
 		e.typed(`"list"`)
 		e.key("v")
 	}
-	n := len(l)
 	k, budget := min(n, e.b.MaxItems), "max_items"
 	if depth >= e.b.MaxDepth {
 		k, budget = 0, "max_depth"
@@ -675,7 +710,7 @@ func (e *emitter) list(l value.List, depth int) {
 	for i := 0; i < k && !e.over; i++ {
 		e.elem()
 		e.push(seg{index: i})
-		e.value(l[i], depth+1)
+		item(i)
 		e.pop()
 	}
 	e.close(']')
@@ -692,22 +727,28 @@ func (e *emitter) list(l value.List, depth int) {
 }
 
 func (e *emitter) record(r *value.Record, depth int) {
+	e.recordOf(len(r.Fields), func(i int) string { return r.Fields[i].Name },
+		func(i int) { e.value(r.Fields[i].Value, depth+1) }, depth)
+}
+
+// recordOf emits a record of n fields, field i named name(i) and its
+// value emitted by field.
+func (e *emitter) recordOf(n int, name func(i int) string, field func(i int), depth int) {
 	root := len(e.path) == 0
 	if !e.plain {
 		e.typed(`"record"`)
 		e.key("v")
 	}
-	n := len(r.Fields)
 	k, budget := min(n, e.b.MaxFields), "max_fields"
 	if depth >= e.b.MaxDepth {
 		k, budget = 0, "max_depth"
 	}
 	e.open('{')
 	for i := 0; i < k && !e.over; i++ {
-		f := &r.Fields[i]
-		e.key(f.Name)
-		e.push(seg{name: f.Name, field: true})
-		e.value(f.Value, depth+1)
+		f := name(i)
+		e.key(f)
+		e.push(seg{name: f, field: true})
+		field(i)
 		e.pop()
 	}
 	if k < n {
@@ -738,9 +779,14 @@ func (e *emitter) record(r *value.Record, depth int) {
 }
 
 func (e *emitter) table(t *value.Table, depth int) {
-	n := len(t.Rows)
+	e.tableOf(t.Cols, len(t.Rows), func(i int) []value.Value { return t.Rows[i] }, depth)
+}
+
+// tableOf emits a table of columns cols and n rows, row i given by row
+// (nil after a failure, which ends the attempt).
+func (e *emitter) tableOf(cols []string, n int, row func(i int) []value.Value, depth int) {
 	k, budget := min(n, e.b.MaxRows), "max_rows"
-	c := min(len(t.Cols), e.b.MaxFields)
+	c := min(len(cols), e.b.MaxFields)
 	if depth >= e.b.MaxDepth {
 		k, c, budget = 0, 0, "max_depth"
 	}
@@ -750,7 +796,7 @@ func (e *emitter) table(t *value.Table, depth int) {
 		e.open('[')
 		for j := 0; j < c && !e.over; j++ {
 			e.elem()
-			e.writeQuoted(t.Cols[j])
+			e.writeQuoted(cols[j])
 		}
 		e.close(']')
 		e.key("rows")
@@ -759,7 +805,7 @@ func (e *emitter) table(t *value.Table, depth int) {
 	for i := 0; i < k && !e.over; i++ {
 		e.elem()
 		e.push(seg{index: i})
-		row := t.Rows[i]
+		cells := row(i)
 		if e.plain {
 			e.open('{')
 		} else {
@@ -767,15 +813,15 @@ func (e *emitter) table(t *value.Table, depth int) {
 		}
 		for j := 0; j < c && !e.over; j++ {
 			var cell value.Value
-			if j < len(row) {
-				cell = row[j]
+			if j < len(cells) {
+				cell = cells[j]
 			}
 			if e.plain {
-				e.key(t.Cols[j])
+				e.key(cols[j])
 			} else {
 				e.elem()
 			}
-			e.push(seg{name: t.Cols[j], field: true})
+			e.push(seg{name: cols[j], field: true})
 			e.value(cell, depth+1)
 			e.pop()
 		}
@@ -787,10 +833,10 @@ func (e *emitter) table(t *value.Table, depth int) {
 		e.pop()
 	}
 	e.close(']')
-	if k < n || c < len(t.Cols) {
+	if k < n || c < len(cols) {
 		m := marker{kind: value.KindTable, total: n, shown: k, budget: budget}
-		if c < len(t.Cols) {
-			m.colsTotal, m.colsShown = len(t.Cols), c
+		if c < len(cols) {
+			m.colsTotal, m.colsShown = len(cols), c
 		}
 		switch {
 		case budget == "max_depth":
@@ -799,8 +845,8 @@ func (e *emitter) table(t *value.Table, depth int) {
 		default:
 			m.budget = "max_fields"
 		}
-		if c < len(t.Cols) && budget != "max_depth" {
-			m.elideKey, m.elideVal = "max_fields", len(t.Cols)
+		if c < len(cols) && budget != "max_depth" {
+			m.elideKey, m.elideVal = "max_fields", len(cols)
 		}
 		e.cut(m)
 	}

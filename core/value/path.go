@@ -363,12 +363,12 @@ func (c *cursor) result() Value {
 func (c *cursor) step(st step, at where) error {
 	if c.row >= 0 {
 		tbl := c.tbl
-		if !st.field {
-			return badPath("cannot index a record with [%d] at %s: use .name; fields: %s", st.index, at, nameList(tbl.Cols))
+		j := -1
+		if st.field {
+			j = tbl.Col(st.name)
 		}
-		j := tbl.Col(st.name)
 		if j < 0 {
-			return badPath("field %q not found at %s; fields: %s", st.name, at, nameList(tbl.Cols))
+			return stepError(st, at, Shape{Kind: KindRecord, Names: tbl.Cols})
 		}
 		c.cur = cell(tbl.Rows[c.row], j)
 		if c.cur == nil {
@@ -379,21 +379,18 @@ func (c *cursor) step(st step, at where) error {
 	}
 	switch x := c.cur.(type) {
 	case *Record:
-		if !st.field {
-			return badPath("cannot index a record with [%d] at %s: use .name; fields: %s", st.index, at, nameList(x.Names()))
+		fv, ok := Value(nil), false
+		if st.field {
+			fv, ok = x.Get(st.name)
 		}
-		fv, ok := x.Get(st.name)
 		if !ok {
-			return badPath("field %q not found at %s; fields: %s", st.name, at, nameList(x.Names()))
+			return stepError(st, at, Shape{Kind: KindRecord, Names: x.Names()})
 		}
 		c.cur = fv
 	case List:
-		if st.field {
-			return badPath("cannot select field %q at %s: it is a list of %d items; use [i] to pick one", st.name, at, len(x))
-		}
 		i, ok := resolveIndex(st.index, len(x))
-		if !ok {
-			return badPath("index %d out of range at %s: the list has %d items%s", st.index, at, len(x), validRange(len(x)))
+		if st.field || !ok {
+			return stepError(st, at, Shape{Kind: KindList, Len: len(x)})
 		}
 		c.cur = x[i]
 		if c.cur == nil {
@@ -403,28 +400,97 @@ func (c *cursor) step(st step, at where) error {
 		if st.field {
 			j := x.Col(st.name)
 			if j < 0 {
-				return badPath("column %q not found at %s; columns: %s", st.name, at, nameList(x.Cols))
+				return stepError(st, at, Shape{Kind: KindTable, Len: len(x.Rows), Names: x.Cols})
 			}
 			c.cur = x.column(j)
 			return nil
 		}
 		i, ok := resolveIndex(st.index, len(x.Rows))
 		if !ok {
-			return badPath("row index %d out of range at %s: the table has %d rows%s", st.index, at, len(x.Rows), validRange(len(x.Rows)))
+			return stepError(st, at, Shape{Kind: KindTable, Len: len(x.Rows), Names: x.Cols})
 		}
 		c.tbl, c.row = x, i
 	default:
-		what := "field " + strconv.Quote(st.name)
-		if !st.field {
-			what = "index [" + strconv.Itoa(st.index) + "]"
+		k := KindNull
+		if c.cur != nil {
+			k = c.cur.Kind()
 		}
-		hint := "paths step into records, lists and tables only"
-		if k := kindOf(c.cur); k == "str" || k == "bytes" {
-			hint = "use slice=a..b to take part of a " + k
-		}
-		return badPath("cannot take %s at %s: it is %s, a scalar; %s", what, at, articleOf(c.cur), hint)
+		return stepError(st, at, Shape{Kind: k})
 	}
 	return nil
+}
+
+// Shape is what Eval's errors tell of a value a step could not be taken
+// on: its kind, a list's items or a table's rows, a record's fields or a
+// table's columns. Readers that walk a value without holding it (a
+// spilled value's index) give the same errors with it ([Path.StepError]).
+type Shape struct {
+	Kind  Kind
+	Len   int
+	Names []string
+}
+
+// StepError is the error Eval gives when it cannot take step n of p on a
+// value of shape s, or nil when the step can be taken.
+func (p Path) StepError(n int, s Shape) error {
+	return stepError(p.steps[n], where{steps: p.steps, end: n}, s)
+}
+
+// EvalFrom applies the steps of p from the n-th on to v, which the first
+// n steps reached; errors name the failing step in p, as Eval's do.
+func (p Path) EvalFrom(v Value, n int) (Value, error) {
+	c := cursor{cur: v, row: -1}
+	for i := n; i < len(p.steps); i++ {
+		if err := c.step(p.steps[i], where{steps: p.steps, end: i}); err != nil {
+			return nil, err
+		}
+	}
+	return c.result(), nil
+}
+
+func stepError(st step, at where, s Shape) error {
+	switch s.Kind {
+	case KindRecord:
+		if !st.field {
+			return badPath("cannot index a record with [%d] at %s: use .name; fields: %s", st.index, at, nameList(s.Names))
+		}
+		for _, n := range s.Names {
+			if n == st.name {
+				return nil
+			}
+		}
+		return badPath("field %q not found at %s; fields: %s", st.name, at, nameList(s.Names))
+	case KindList:
+		if st.field {
+			return badPath("cannot select field %q at %s: it is a list of %d items; use [i] to pick one", st.name, at, s.Len)
+		}
+		if _, ok := resolveIndex(st.index, s.Len); !ok {
+			return badPath("index %d out of range at %s: the list has %d items%s", st.index, at, s.Len, validRange(s.Len))
+		}
+		return nil
+	case KindTable:
+		if st.field {
+			for _, n := range s.Names {
+				if n == st.name {
+					return nil
+				}
+			}
+			return badPath("column %q not found at %s; columns: %s", st.name, at, nameList(s.Names))
+		}
+		if _, ok := resolveIndex(st.index, s.Len); !ok {
+			return badPath("row index %d out of range at %s: the table has %d rows%s", st.index, at, s.Len, validRange(s.Len))
+		}
+		return nil
+	}
+	what := "field " + strconv.Quote(st.name)
+	if !st.field {
+		what = "index [" + strconv.Itoa(st.index) + "]"
+	}
+	hint := "paths step into records, lists and tables only"
+	if k := s.Kind.String(); k == "str" || k == "bytes" {
+		hint = "use slice=a..b to take part of a " + k
+	}
+	return badPath("cannot take %s at %s: it is %s, a scalar; %s", what, at, s.Kind.Article(), hint)
 }
 
 func articleOf(v Value) string {
@@ -432,13 +498,6 @@ func articleOf(v Value) string {
 		return "a null"
 	}
 	return v.Kind().Article()
-}
-
-func kindOf(v Value) string {
-	if v == nil {
-		return "null"
-	}
-	return v.Kind().String()
 }
 
 // column returns column j as a list (the .col step on a table).
