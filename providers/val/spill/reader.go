@@ -4,7 +4,6 @@ import (
 	"container/list"
 	"errors"
 	"io/fs"
-	"slices"
 	"sync"
 
 	"github.com/zeebo/blake3"
@@ -183,9 +182,9 @@ func (r *Reader) loadPart(hash string, ix *Index, k int, keep bool) (value.Value
 }
 
 // maxSpan bounds the encoded bytes one slice read assembles from parts;
-// a wider slice reads the whole value (its answer is elided to a budget
-// anyway).
-const maxSpan = 16 << 20
+// a wider slice is given as a render.Sparse (its answer is elided to a
+// budget anyway). A variable for the tests.
+var maxSpan = 16 << 20
 
 // field returns a record's field that has no index of its own, decoded.
 func (r *Reader) field(hash string, f FieldAt) (value.Value, error) {
@@ -209,106 +208,21 @@ func (r *Reader) field(hash string, f FieldAt) (value.Value, error) {
 }
 
 // Part answers a read of the value stored under hash that selects with
-// path, then with sl, from the parts it covers. ok is false when the
-// value has no index or the selection is not one parts answer alone: a
-// whole list, table or string (a read of the whole value, a table's whole
-// column), a slice spanning more than 16 MiB, or a path that fails (whose
-// exact error the whole-value path gives). Paths step through indexed
-// records by field, into lists and tables by index, and into a table's
-// column followed by an index ([i].name and .name[i] alike); what is
-// left of the path after a part was reached, and a slice of what the path
-// reached inside a part, are applied to that part. offset is what
-// value.ApplySliceAt reports for the slice.
+// path, then with sl, when what they select is a value in memory (see
+// Select); ok is false when it is not (the value has no index, or the
+// selection is a whole large list, table, string or record), and the
+// read then takes the whole value. A path or slice that fails gives the
+// error the whole value would. offset is what value.ApplySliceAt
+// reports for the slice.
 func (r *Reader) Part(hash string, path value.Path, hasPath bool, sl value.Slice, hasSlice bool) (v value.Value, offset int, ok bool, err error) {
 	if !hasPath && !hasSlice {
 		return nil, 0, false, nil
 	}
-	ix, err := r.index(hash)
-	if err != nil || ix == nil {
+	sel, ok, err := r.Select(hash, path, hasPath, sl, hasSlice)
+	if err != nil || !ok || sel.Sparse != nil {
 		return nil, 0, false, err
 	}
-	if hasSlice {
-		// A slice the whole value would refuse is refused the same way.
-		if _, _, err := value.ApplySliceAt(value.List{}, sl); err != nil {
-			return nil, 0, false, err
-		}
-	}
-	for {
-		var in value.Value // a decoded piece the rest of the path applies to
-		switch ix.Kind {
-		case KindRecord:
-			name, isField := path.FirstField()
-			if !isField {
-				return nil, 0, false, nil
-			}
-			f, found := ix.field(name)
-			if !found {
-				return nil, 0, false, nil
-			}
-			path = path.Rest()
-			if f.Sub != nil {
-				ix = f.Sub
-				continue
-			}
-			if in, err = r.field(hash, f); err != nil {
-				return nil, 0, false, err
-			}
-		case KindList, KindTable:
-			if col, isField := path.FirstField(); isField && ix.Kind == KindTable && slices.Contains(ix.Cols, col) {
-				rest := path.Rest()
-				if i, isIndex := rest.FirstIndex(); isIndex {
-					// .col[i]… is the cell [i].col…
-					path = value.Path{}.Index(i).Field(col).Join(rest.Rest())
-					continue
-				}
-				if rest.IsIdentity() && hasSlice {
-					// .col with a slice: the slice of the rows, then the column.
-					t, off, ok, err := r.slice(hash, ix, sl)
-					if !ok || err != nil {
-						return nil, 0, ok, err
-					}
-					col, err := value.Path{}.Field(col).Eval(t)
-					return col, off, err == nil, err
-				}
-				return nil, 0, false, nil
-			}
-			i, isIndex := path.FirstIndex()
-			if !isIndex {
-				if path.IsIdentity() && hasSlice {
-					return r.slice(hash, ix, sl)
-				}
-				return nil, 0, false, nil
-			}
-			if i < 0 {
-				i += ix.Count
-			}
-			if i < 0 || i >= ix.Count {
-				return nil, 0, false, nil
-			}
-			k := ix.partOf(i)
-			if in, err = r.part(hash, ix, k); err != nil {
-				return nil, 0, false, err
-			}
-			path = path.WithFirstIndex(i - ix.Parts[k].First)
-		case KindStr:
-			if !path.IsIdentity() || !hasSlice {
-				return nil, 0, false, nil
-			}
-			return r.slice(hash, ix, sl)
-		default:
-			return nil, 0, false, nil
-		}
-		// A piece in memory: the rest of the path and the slice apply to it.
-		if v, err = path.Eval(in); err != nil {
-			return nil, 0, false, nil
-		}
-		if hasSlice {
-			if v, offset, err = value.ApplySliceAt(v, sl); err != nil {
-				return nil, 0, false, nil
-			}
-		}
-		return v, offset, true, nil
-	}
+	return sel.Value, sel.Offset, true, nil
 }
 
 // Grep answers grep g, its matches paged by sl (nil: the first page), of

@@ -58,6 +58,10 @@ type Index struct {
 	Size   int64     // bytes of the whole encoding (the blob)
 	Parts  []Part    // a list's, table's or string's
 	Fields []FieldAt // a record's
+	// Raw says the parts give their decoded bytes (Part.Raw): indexes
+	// written before those were kept (format 1) do not, and a whole
+	// string read of one decodes the string.
+	Raw bool
 }
 
 // FieldAt is where one field of an indexed record lies in the blob: its
@@ -76,6 +80,7 @@ type Part struct {
 	Off   int64 // where its bytes start in the blob
 	Len   int   // how many bytes
 	Sum   [32]byte
+	Raw   int // a string's part: the bytes of its characters, decoded
 }
 
 // Encoded is a value's encoding in pieces, to be written one after the
@@ -156,7 +161,7 @@ func encodeRows(kind byte, cols []string, n, partSize int, group func(a, b int) 
 		return nil, err
 	}
 	head, tail := empty[:len(empty)-2], empty[len(empty)-2:] // ... [   and   ]}
-	e := &Encoded{Pieces: [][]byte{head}, Size: int64(len(head)), Index: &Index{Kind: kind, Count: n, Cols: cols}}
+	e := &Encoded{Pieces: [][]byte{head}, Size: int64(len(head)), Index: &Index{Kind: kind, Count: n, Cols: cols, Raw: true}}
 	k := 64
 	for a := 0; a < n; {
 		b := min(n, a+k)
@@ -319,7 +324,7 @@ func encodeStr(s string, partSize int, aheads []*Ahead) *Encoded {
 		}
 		wg.Wait()
 	}
-	e := &Encoded{Pieces: pieces, Size: int64(len(head)), Index: &Index{Kind: KindStr, Parts: parts}}
+	e := &Encoded{Pieces: pieces, Size: int64(len(head)), Index: &Index{Kind: KindStr, Parts: parts, Raw: true}}
 	pieces[0], pieces[len(pieces)-1] = head, tail
 	chars := 0
 	for k := range parts {
@@ -339,7 +344,7 @@ func encodeStr(s string, partSize int, aheads []*Ahead) *Encoded {
 func encodePart(raw string) ([]byte, Part) {
 	q := value.AppendQuoted(make([]byte, 0, len(raw)+len(raw)/8+2), raw)
 	piece := q[1 : len(q)-1]
-	return piece, Part{First: runeCount(raw), Len: len(piece), Sum: blake3.Sum256(piece)}
+	return piece, Part{First: runeCount(raw), Len: len(piece), Sum: blake3.Sum256(piece), Raw: len(raw)}
 }
 
 // The parallel string encoder: at most maxEncoders goroutines, each given
@@ -392,10 +397,17 @@ func (ix *Index) decodePart(b []byte) (value.Value, error) {
 }
 
 // The index file: magic, kind, count, size, columns as JSON, then one
-// fixed-size record per part (first, offset, length, blake3).
-var magic = []byte("shoal-index-1\n")
+// fixed-size record per part (first, offset, length, blake3, and from
+// format 2 on the decoded bytes of a string's part).
+var (
+	magic1 = []byte("shoal-index-1\n")
+	magic  = []byte("shoal-index-2\n")
+)
 
-const partRecord = 8 + 8 + 4 + 32
+const (
+	partRecord1 = 8 + 8 + 4 + 32
+	partRecord  = partRecord1 + 4
+)
 
 // A record's index file: its own magic, size, field count, then per field
 // its name, offset, length, blake3 and its own index (length-prefixed,
@@ -446,6 +458,7 @@ func (ix *Index) MarshalBinary() ([]byte, error) {
 		b = binary.LittleEndian.AppendUint64(b, uint64(p.Off))
 		b = binary.LittleEndian.AppendUint32(b, uint32(p.Len))
 		b = append(b, p.Sum[:]...)
+		b = binary.LittleEndian.AppendUint32(b, uint32(p.Raw))
 	}
 	return b, nil
 }
@@ -460,7 +473,13 @@ func (ix *Index) unmarshal(b []byte, depth int) error {
 	if bytes.HasPrefix(b, magicRecord) {
 		return ix.unmarshalRecord(b[len(magicRecord):], depth)
 	}
-	if !bytes.HasPrefix(b, magic) {
+	rec := partRecord
+	switch {
+	case bytes.HasPrefix(b, magic):
+		ix.Raw = true
+	case bytes.HasPrefix(b, magic1):
+		rec = partRecord1
+	default:
 		return errBadIndex
 	}
 	b = b[len(magic):]
@@ -481,19 +500,22 @@ func (ix *Index) unmarshal(b []byte, depth int) error {
 	}
 	np := int(binary.LittleEndian.Uint32(b))
 	b = b[4:]
-	if len(b) != np*partRecord || np == 0 || ix.Count < 0 || ix.Size < 0 {
+	if len(b) != np*rec || np == 0 || ix.Count < 0 || ix.Size < 0 {
 		return errBadIndex
 	}
 	ix.Parts = make([]Part, np)
 	var end int64
 	for i := range ix.Parts {
-		r := b[i*partRecord:]
+		r := b[i*rec:]
 		p := Part{
 			First: int(binary.LittleEndian.Uint64(r)),
 			Off:   int64(binary.LittleEndian.Uint64(r[8:])),
 			Len:   int(binary.LittleEndian.Uint32(r[16:])),
 		}
 		copy(p.Sum[:], r[20:52])
+		if ix.Raw {
+			p.Raw = int(binary.LittleEndian.Uint32(r[52:]))
+		}
 		if p.Off < end || p.Off+int64(p.Len) > ix.Size || p.First < 0 || p.First > ix.Count || (i > 0 && p.First <= ix.Parts[i-1].First) {
 			return errBadIndex
 		}

@@ -141,11 +141,14 @@ func TestPartReads(t *testing.T) {
 				t.Fatalf("%s path %s: ok %v err %v", name, src, ok, err)
 			}
 		}
-		// Out of range and field-first paths are left to the whole value.
+		// An out of range path fails as on the whole value; a whole
+		// column is left to the whole value.
 		for _, src := range []string{fmt.Sprintf("[%d]", n), ".name"} {
 			p, _ := value.ParsePath(src)
-			if _, _, ok, err := r.Part(hash, p, true, value.Slice{}, false); ok || err != nil {
-				t.Fatalf("%s path %s answered from parts (err %v)", name, src, err)
+			_, wantErr := p.Eval(v)
+			_, _, ok, err := r.Part(hash, p, true, value.Slice{}, false)
+			if ok || (wantErr == nil) != (err == nil) || (err != nil && rpc.AsError(err).Message != rpc.AsError(wantErr).Message) {
+				t.Fatalf("%s path %s: ok %v err %v, want error %v", name, src, ok, err, wantErr)
 			}
 		}
 		if used, max := r.Cached(); used > max {
@@ -244,9 +247,9 @@ func TestRecordPartReads(t *testing.T) {
 		{".inner.n", "", true},
 		{".exit", "", true},
 		{".note", "1..3", true},
-		{".stdout", "", false},      // the whole string
-		{".rows.name", "", false},   // a whole column
-		{".rows[5]", "0..1", false}, // a record cannot be sliced: the whole value says so
+		{".stdout", "", false},    // the whole string
+		{".rows.name", "", false}, // a whole column
+		{".rows[5]", "0..1", false},
 		{".nope", "", false},
 		{".rows[3000]", "", false},
 		{"[0]", "", false},
@@ -264,6 +267,13 @@ func TestRecordPartReads(t *testing.T) {
 			}
 		}
 		got, off, ok, err := r.Part(hash, p, tc.path != "", sl, tc.slice != "")
+		if _, wantErr := selectWhole(v, p, sl, tc.slice != ""); wantErr != nil {
+			// A failing selection fails as on the whole value.
+			if ok || err == nil || rpc.AsError(err).Message != rpc.AsError(wantErr).Message {
+				t.Fatalf("%s %s: ok %v err %v, want error %v", tc.path, tc.slice, ok, err, wantErr)
+			}
+			continue
+		}
 		if err != nil || ok != tc.parts {
 			t.Fatalf("%s %s: ok %v (want %v), err %v", tc.path, tc.slice, ok, tc.parts, err)
 		}
@@ -303,6 +313,15 @@ func TestRecordPartReads(t *testing.T) {
 	if _, _, _, err := NewReader(s, 0).Part(hash, p, true, value.Slice{}, false); err == nil || rpc.AsError(err).Code != rpc.Corrupt {
 		t.Fatalf("damaged field: %v", err)
 	}
+}
+
+// selectWhole is what a read selects of v in memory.
+func selectWhole(v value.Value, p value.Path, sl value.Slice, hasSlice bool) (value.Value, error) {
+	v, err := p.Eval(v)
+	if err == nil && hasSlice {
+		v, _, err = value.ApplySliceAt(v, sl)
+	}
+	return v, err
 }
 
 // TestGrepParts: a grep of an indexed value, or of what a path reaches in
