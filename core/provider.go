@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 
+	"github.com/shoal-sh/shoal/core/render"
 	"github.com/shoal-sh/shoal/core/uri"
 	"github.com/shoal-sh/shoal/core/value"
 )
@@ -26,14 +27,15 @@ type Provider interface {
 	Read(ctx context.Context, c *Caller, u *uri.URI) (*Content, error)
 }
 
-// PartReader is implemented by providers that can answer a path or a
-// slice read of a large stored value from the parts of it the selection
-// covers, instead of handing the router the whole value (see package
-// providers/val/spill). The router asks it first for a read with a path,
-// a slice or both, and no grep; ok false means "read it whole", and the
-// router then calls Read and selects as usual. When ok, v is the value
-// the path and then the slice select, and offset what value.ApplySliceAt
-// reports for the slice.
+// PartReader is implemented by providers that can answer a read of a
+// large stored value from the parts of it the selection covers, instead
+// of handing the router the whole value (see package providers/val/spill).
+// The router asks it first for every read without a grep (sel may select
+// nothing: the whole value); ok false means "read it whole", and the
+// router then calls Read and selects as usual. When ok, the content's
+// Value (or Sparse) is what the path and then the slice select, and
+// offset what value.ApplySliceAt reports for the slice. A selection that
+// fails may fail here, with the error the whole value would give.
 type PartReader interface {
 	ReadPart(ctx context.Context, c *Caller, u *uri.URI, sel Selection) (content *Content, offset int, ok bool, err error)
 }
@@ -173,7 +175,11 @@ type Resource struct {
 // router applies path, slice, format, elision and the 64 KiB text cap) or
 // a plain JSON Record (bounded the same way, no typed wire form).
 type Content struct {
-	Value  value.Value
+	Value value.Value
+	// Sparse, set by a PartReader instead of Value, is a large stored
+	// value read part by part: the router renders it in format json and
+	// reads the whole value for the other formats.
+	Sparse render.Sparse
 	Record any
 	// Ref is the short ref of the value (out:17, val:blake3:…), echoed in
 	// render/raw envelopes.

@@ -336,10 +336,13 @@ func (r *Router) Read(ctx context.Context, c *Caller, u *uri.URI, o ReadOptions)
 		}
 		partRead = grepped
 	}
-	if pr, ok := p.(PartReader); ok && !hasGrep && (hasPath || hasSlice) {
+	if pr, ok := p.(PartReader); ok && !hasGrep {
 		content, partOffset, partRead, err = pr.ReadPart(ctx, c, u, Selection{Path: path, HasPath: hasPath, Slice: sl, HasSlice: hasSlice})
 		if err != nil {
 			return nil, err
+		}
+		if partRead && content != nil && content.Sparse != nil && format != render.FormatJSON {
+			partRead = false // render and raw take the whole value
 		}
 	}
 	if !partRead {
@@ -353,6 +356,15 @@ func (r *Router) Read(ctx context.Context, c *Caller, u *uri.URI, o ReadOptions)
 	display := u.Raw
 	if display == "" {
 		display = u.String()
+	}
+	if partRead && content.Sparse != nil {
+		res := &ReadResult{Ref: content.Ref, Marks: content.Marks, Meta: content.Meta}
+		structured, text, elided, err := render.JSONSparse(content.Sparse, budget, render.TextLimit, render.Origin{Path: path, Offset: partOffset})
+		if err != nil {
+			return nil, err
+		}
+		setJSON(res, display, structured, text, elided)
+		return res, nil
 	}
 	if content.Value == nil {
 		record := content.Record
@@ -441,11 +453,16 @@ func (r *Router) renderValue(res *ReadResult, v value.Value, format render.Forma
 		if err != nil {
 			return err
 		}
-		res.Contents = []ContentItem{item(display, "application/json", text)}
-		res.StructuredContent = structured
-		res.Elided = elided
+		setJSON(res, display, structured, text, elided)
 	}
 	return nil
+}
+
+// setJSON fills res with a value rendered in format json.
+func setJSON(res *ReadResult, display string, structured json.RawMessage, text string, elided bool) {
+	res.Contents = []ContentItem{item(display, "application/json", text)}
+	res.StructuredContent = structured
+	res.Elided = elided
 }
 
 // clipText cuts s to at most limit bytes on a UTF-8 boundary, saying so:

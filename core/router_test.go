@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -230,14 +231,25 @@ func TestRouterReadErrors(t *testing.T) {
 	}
 }
 
-// TestRouterPartReader: a read with a path, a slice or both and no grep
-// asks the provider for the part first; ok false falls back to the whole
-// read; other reads never ask.
+// sparseList is a render.Sparse list in memory.
+type sparseList value.List
+
+func (sparseList) Kind() value.Kind                  { return value.KindList }
+func (l sparseList) Len() int                        { return len(l) }
+func (l sparseList) Item(i int) (value.Value, error) { return l[i], nil }
+
+// TestRouterPartReader: a read without grep asks the provider for the
+// part first; ok false falls back to the whole read; a grep never asks.
+// A Sparse answer is rendered in format json, and the other formats read
+// the whole value.
 func TestRouterPartReader(t *testing.T) {
 	whole := value.List{value.Int(1), value.Int(2), value.Int(3), value.Int(4)}
-	fp := &fixedProvider{family: "part", contents: map[string]*Content{"shoal://part/x": {Value: whole}, "shoal://part/y": {Value: whole}}}
+	fp := &fixedProvider{family: "part", contents: map[string]*Content{"shoal://part/x": {Value: whole}, "shoal://part/y": {Value: whole}, "shoal://part/z": {Value: whole}}}
 	fp.part = func(u *uri.URI, sel Selection) (*Content, int, bool, error) {
-		if u.Path() != "shoal://part/x" || (sel.HasPath && sel.HasSlice) {
+		if u.Path() == "shoal://part/z" {
+			return &Content{Sparse: sparseList(whole)}, 0, true, nil
+		}
+		if u.Path() != "shoal://part/x" || (sel.HasPath && sel.HasSlice) || (!sel.HasPath && !sel.HasSlice) {
 			return nil, 0, false, nil
 		}
 		if sel.HasSlice {
@@ -259,7 +271,10 @@ func TestRouterPartReader(t *testing.T) {
 		{"shoal://part/x?path=[1]", 1, 0, `{"$":"int","v":99}`}, // the part is the value at the path already
 		{"shoal://part/y?slice=2..4", 1, 1, `{"$":"list","v":[{"$":"int","v":3},{"$":"int","v":4}]}`},
 		{"shoal://part/x?path=[0]&slice=0..1", 1, 1, ""},
-		{"shoal://part/x", 0, 1, ""},
+		{"shoal://part/x", 1, 1, ""},
+		{"shoal://part/x?grep=1", 0, 1, ""},
+		{"shoal://part/z?elide=" + url.QueryEscape(`{"max_items":1}`), 1, 0, `{"$":"list","v":[{"$":"int","v":1}],"elided":{"total":4,"shown":1,"budget":"max_items","next":{"path":".","slice":"1..2"}}}`},
+		{"shoal://part/z?format=render", 1, 1, ""},
 	} {
 		fp.partCalls, fp.reads = 0, 0
 		res, err := r.Read(context.Background(), &Caller{}, mustParse(t, tc.uri), ReadOptions{})
@@ -275,7 +290,7 @@ func TestRouterPartReader(t *testing.T) {
 		if fp.partCalls != tc.parts || fp.reads != tc.reads {
 			t.Errorf("%s: %d part reads and %d reads, want %d and %d", tc.uri, fp.partCalls, fp.reads, tc.parts, tc.reads)
 		}
-		if tc.structured != "" && compact(t, res.StructuredContent) != tc.structured {
+		if tc.structured != "" && compact(t, res.StructuredContent) != compact(t, json.RawMessage(tc.structured)) {
 			t.Errorf("%s: structuredContent %s, want %s", tc.uri, res.StructuredContent, tc.structured)
 		}
 	}

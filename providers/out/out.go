@@ -360,23 +360,22 @@ func (t *Transcript) lookup(session string, n int) (*entry, error) {
 	return e, nil
 }
 
-// Part answers a path or slice read of out:n from the parts of its
-// stored value (see spill.Reader.Part); ok is false when the value is in
+// Part answers a read of out:n from the parts of its
+// stored value (see spill.Reader.Select); ok is false when the value is in
 // memory or has no index, and the read then takes the whole value.
-func (t *Transcript) Part(session string, n int, sel core.Selection) (value.Value, int, Entry, bool, error) {
+func (t *Transcript) Part(session string, n int, sel core.Selection) (spill.Selected, Entry, bool, error) {
 	e, err := t.lookup(session, n)
 	if err != nil || t.parts == nil {
-		return nil, 0, Entry{}, false, nil // Get gives the error
+		return spill.Selected{}, Entry{}, false, nil // Get gives the error
 	}
 	t.mu.Lock()
 	id, info := e.hash, e.Entry()
 	t.mu.Unlock()
 	if id.none() {
-		return nil, 0, Entry{}, false, nil
+		return spill.Selected{}, Entry{}, false, nil
 	}
-	hash := id.String()
-	v, off, ok, err := t.parts.Part(hash, sel.Path, sel.HasPath, sel.Slice, sel.HasSlice)
-	return v, off, info, ok, err
+	got, ok, err := t.parts.Select(id.String(), sel.Path, sel.HasPath, sel.Slice, sel.HasSlice)
+	return got, info, ok, err
 }
 
 // Grep answers a grep of out:n from the parts of its stored value (see
@@ -555,11 +554,11 @@ func (p *Provider) ReadPart(_ context.Context, c *core.Caller, u *uri.URI, sel c
 	if err != nil {
 		return nil, 0, false, nil
 	}
-	v, off, e, ok, err := p.T.Part(c.Session, n, sel)
+	got, e, ok, err := p.T.Part(c.Session, n, sel)
 	if err != nil || !ok {
 		return nil, 0, false, err
 	}
-	return &core.Content{Value: v, Ref: e.Ref, Marks: e.Marks}, off, true, nil
+	return &core.Content{Value: got.Value, Sparse: got.Sparse, Ref: e.Ref, Marks: e.Marks}, got.Offset, true, nil
 }
 
 // GrepPart implements core.PartGrepper for values the transcript keeps

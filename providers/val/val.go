@@ -219,18 +219,18 @@ func hashOf(u *uri.URI) (string, error) {
 	return hash, nil
 }
 
-// ReadPart implements core.PartReader: a path or slice read of an
-// indexed value decodes only the parts it covers.
+// ReadPart implements core.PartReader: a read of an indexed value, whole
+// or through a path or slice, decodes only the parts it covers.
 func (p *Provider) ReadPart(ctx context.Context, c *core.Caller, u *uri.URI, sel core.Selection) (*core.Content, int, bool, error) {
 	hash, err := hashOf(u)
 	if err != nil {
 		return nil, 0, false, err
 	}
-	v, off, ok, err := p.parts.Part(hash, sel.Path, sel.HasPath, sel.Slice, sel.HasSlice)
+	got, ok, err := p.parts.Select(hash, sel.Path, sel.HasPath, sel.Slice, sel.HasSlice)
 	if err != nil || !ok {
 		return nil, 0, false, err
 	}
-	return &core.Content{Value: v, Ref: cas.Ref(hash)}, off, true, nil
+	return &core.Content{Value: got.Value, Sparse: got.Sparse, Ref: cas.Ref(hash)}, got.Offset, true, nil
 }
 
 // GrepPart implements core.PartGrepper: a grep of an indexed value
