@@ -2,6 +2,7 @@ package boot_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -20,8 +21,10 @@ import (
 	"time"
 
 	"github.com/shoal-sh/shoal/core"
+	"github.com/shoal-sh/shoal/core/rpc"
 	"github.com/shoal-sh/shoal/core/value"
 	"github.com/shoal-sh/shoal/providers/out"
+	"github.com/shoal-sh/shoal/providers/val/spill"
 	"github.com/shoal-sh/shoal/sdk/client"
 )
 
@@ -208,8 +211,16 @@ func BenchmarkExecLargeOutput(b *testing.B) {
 // or offset each time, so its part is not in the cache) against warm
 // (the same one again), interleaved, reporting the ratio of the medians
 // (target ≤ 10×) and how much the kernel's heap grew over the cold reads
-// (target ≤ 64 MiB). Memory-heavy: it builds the values in this process
-// (about 2 GB at the peak).
+// (target ≤ 64 MiB). Reads that parts answer only in part, the renderer
+// reading the rest as its preview reaches (see render.JSONSparse), are
+// timed the same way, a cold one after the part cache was emptied: the
+// whole value (no path), the whole stdout of the record (path=.stdout),
+// a whole column (path=.name), a slice spanning far more than 16 MiB of
+// encoding (slice=i..), and paths that fail: out of range (no part read)
+// or inside a row (one part read). The -first forms' cold reads find no
+// index in the cache either (as the first read after a start does).
+// Memory-heavy: it builds the values in this process (about 2 GB at the
+// peak).
 func BenchmarkColdPartRead(b *testing.B) {
 	dir := shortDir(b)
 	k := startKernel(b, dir)
@@ -220,6 +231,22 @@ func BenchmarkColdPartRead(b *testing.B) {
 		b.Fatal("no transcript service")
 	}
 	session := c.Attached.Session
+	parts, ok := core.Get(k.Host(), spill.Service)
+	if !ok {
+		b.Fatal("no value-parts service")
+	}
+	// A cold read finds no part in the cache (as the other forms' cold
+	// reads do); a first one finds no index either, as after a start.
+	drop := func(cold bool) {
+		if cold {
+			parts.Drop(false)
+		}
+	}
+	first := func(cold bool) {
+		if cold {
+			parts.Drop(true)
+		}
+	}
 	const rows, strLen = 10_000_000, 100_000_000
 	hasRow := func(r *client.ReadResult, target string) bool {
 		return strings.Contains(string(r.StructuredContent), "row ")
@@ -253,6 +280,44 @@ func BenchmarkColdPartRead(b *testing.B) {
 				}, func(r *client.ReadResult, target string) bool {
 					return strings.Contains(string(r.StructuredContent), "row")
 				})
+			})
+		}
+		hasRow0 := func(r *client.ReadResult, err error) bool {
+			return err == nil && strings.Contains(string(r.StructuredContent), `"row 0"`) && r.Elided
+		}
+		for _, form := range []struct {
+			name, query string
+			check       func(*client.ReadResult, error) bool
+		}{
+			{"whole", "", hasRow0},
+			{"whole-column", "?path=.name", hasRow0},
+			{"missing-row", fmt.Sprintf("?path=[%d].name", rows), isBadPath},
+		} {
+			b.Run(form.name, func(b *testing.B) {
+				coldWarmWith(b, c, func(bool) string { return e.Ref + form.query }, form.check, drop)
+			})
+			b.Run(form.name+"-first", func(b *testing.B) {
+				coldWarmWith(b, c, func(bool) string { return e.Ref + form.query }, form.check, first)
+			})
+		}
+		for f, form := range []struct {
+			name, query string
+			check       func(*client.ReadResult, error) bool
+		}{
+			{"wide-slice", "?slice=%d..", func(r *client.ReadResult, err error) bool {
+				return err == nil && strings.Contains(string(r.StructuredContent), "row ") && r.Elided
+			}},
+			{"missing-field", "?path=[%d].nope", isBadPath},
+		} {
+			b.Run(form.name, func(b *testing.B) {
+				rnd := rand.New(rand.NewPCG(2, uint64(f)))
+				coldWarmWith(b, c, func(cold bool) string {
+					i := rows / 2
+					if cold {
+						i = rnd.IntN(rows / 2)
+					}
+					return e.Ref + fmt.Sprintf(form.query, i)
+				}, form.check, nil)
 			})
 		}
 		// The held figure: a warm row read of the 10M-row value against
@@ -312,6 +377,36 @@ func BenchmarkColdPartRead(b *testing.B) {
 				})
 			})
 		}
+		hasLine := func(r *client.ReadResult, err error) bool {
+			return err == nil && strings.Contains(string(r.StructuredContent), "line") && r.Elided
+		}
+		for _, form := range []struct {
+			name, target string
+			check        func(*client.ReadResult, error) bool
+		}{
+			{"whole", e.Ref, hasLine},
+			{"record-whole", rec.Ref, hasLine},
+			{"stdout", rec.Ref + "?path=.stdout", hasLine},
+			{"missing-field", rec.Ref + "?path=.nope", isBadPath},
+			{"stdout-index", rec.Ref + "?path=.stdout[3]", isBadPath},
+		} {
+			b.Run(form.name, func(b *testing.B) {
+				coldWarmWith(b, c, func(bool) string { return form.target }, form.check, drop)
+			})
+			b.Run(form.name+"-first", func(b *testing.B) {
+				coldWarmWith(b, c, func(bool) string { return form.target }, form.check, first)
+			})
+		}
+		b.Run("wide-slice", func(b *testing.B) {
+			rnd := rand.New(rand.NewPCG(4, 0))
+			coldWarmWith(b, c, func(cold bool) string {
+				i := n / 2
+				if cold {
+					i = rnd.IntN(n / 2)
+				}
+				return rec.Ref + fmt.Sprintf("?path=.stdout&slice=%d..", i)
+			}, hasLine, nil)
+		})
 		// A grep of the record's stdout reads every part but never holds
 		// the value: time per grep of the 100 MB and the kernel's heap
 		// growth (target ≤ 64 MiB).
@@ -339,20 +434,42 @@ func BenchmarkColdPartRead(b *testing.B) {
 }
 
 func coldWarm(b *testing.B, c *client.Client, target func(cold bool) string, check func(*client.ReadResult, string) bool) {
-	ctx := context.Background()
-	read := func(t string) time.Duration {
-		t0 := time.Now()
-		r, err := c.Read(ctx, t)
+	var t string
+	coldWarmWith(b, c, func(cold bool) string { t = target(cold); return t }, func(r *client.ReadResult, err error) bool {
 		if err != nil {
 			b.Fatal(err)
 		}
+		return check(r, t)
+	}, nil)
+}
+
+// isBadPath: the read failed with BAD_PATH.
+func isBadPath(_ *client.ReadResult, err error) bool {
+	var re *rpc.Error
+	return errors.As(err, &re) && re.Code == rpc.BadPath
+}
+
+// coldWarmWith is coldWarm where check judges the answer or the error,
+// and prepare (when not nil) runs before each read, told which it is.
+func coldWarmWith(b *testing.B, c *client.Client, target func(cold bool) string, check func(*client.ReadResult, error) bool, prepare func(cold bool)) {
+	ctx := context.Background()
+	read := func(cold bool) time.Duration {
+		t := target(cold)
+		if prepare != nil {
+			prepare(cold)
+		}
+		t0 := time.Now()
+		r, err := c.Read(ctx, t)
 		d := time.Since(t0)
-		if !check(r, t) {
+		if !check(r, err) {
+			if err != nil {
+				b.Fatalf("%s: %v", t, err)
+			}
 			b.Fatalf("%s: unexpected answer %.200s", t, r.StructuredContent)
 		}
 		return d
 	}
-	read(target(false))
+	read(false)
 	runtime.GC()
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
@@ -360,8 +477,8 @@ func coldWarm(b *testing.B, c *client.Client, target func(cold bool) string, che
 	peak := before.HeapInuse
 	b.ResetTimer()
 	for b.Loop() {
-		cold = append(cold, read(target(true)))
-		warm = append(warm, read(target(false)))
+		cold = append(cold, read(true))
+		warm = append(warm, read(false))
 		runtime.ReadMemStats(&after)
 		peak = max(peak, after.HeapInuse)
 	}

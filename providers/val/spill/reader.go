@@ -119,6 +119,22 @@ func (r *Reader) put(c *cached) {
 	}
 }
 
+// Drop empties the cache of parts, and of indexes too when indexes is
+// set (as after a start): the benchmarks' cold reads.
+func (r *Reader) Drop(indexes bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for el := r.lru.Front(); el != nil; {
+		next := el.Next()
+		if c := el.Value.(*cached); indexes || c.key.off >= 0 {
+			r.lru.Remove(el)
+			delete(r.items, c.key)
+			r.used -= c.cost
+		}
+		el = next
+	}
+}
+
 // Cached returns the bytes the cache holds and its bound.
 func (r *Reader) Cached() (used, max int64) {
 	r.mu.Lock()
