@@ -11,6 +11,7 @@ import (
 	"github.com/tetratelabs/wazero/sys"
 
 	"github.com/shoal-sh/shoal/core/rpc"
+	"github.com/shoal-sh/shoal/plugins/internal/stopcheck"
 )
 
 // instance is one instantiated module. It serves one call at a time; the
@@ -28,6 +29,13 @@ type instance struct {
 	// calls while requests fit.
 	reqPtr, reqCap uint32
 	stack          [2]uint64
+
+	// stop is the instrumented module's stop flag (nil when the module
+	// runs under wazero's own check); halt sets it when a call's context
+	// ends and then signals halted.
+	stop   api.MutableGlobal
+	halt   func()
+	halted chan struct{}
 }
 
 // retainedRequest is the largest request buffer an instance keeps between
@@ -44,14 +52,14 @@ func (in *instance) call(ctx context.Context, fn api.Function, req []byte) ([]by
 	if n > in.reqCap {
 		if in.reqCap > 0 {
 			in.stack[0] = uint64(in.reqPtr)
-			if err := in.free.CallWithStack(ctx, in.stack[:]); err != nil {
+			if err := in.run(ctx, in.free); err != nil {
 				return nil, err
 			}
 			in.reqPtr, in.reqCap = 0, 0
 		}
 		size := max(n, 4<<10)
 		in.stack[0] = uint64(size)
-		if err := in.alloc.CallWithStack(ctx, in.stack[:]); err != nil {
+		if err := in.run(ctx, in.alloc); err != nil {
 			return nil, err
 		}
 		ptr := uint32(in.stack[0])
@@ -64,13 +72,13 @@ func (in *instance) call(ctx context.Context, fn api.Function, req []byte) ([]by
 		return nil, fmt.Errorf("shoal_alloc returned %#x, outside the guest's memory", in.reqPtr)
 	}
 	in.stack[0], in.stack[1] = uint64(in.reqPtr), uint64(n)
-	if err := fn.CallWithStack(ctx, in.stack[:]); err != nil {
+	if err := in.run(ctx, fn); err != nil {
 		return nil, err
 	}
 	answer, err := in.answer(in.stack[0])
 	if err == nil && in.reqCap > retainedRequest {
 		in.stack[0] = uint64(in.reqPtr)
-		err = in.free.CallWithStack(ctx, in.stack[:])
+		err = in.run(ctx, in.free)
 		in.reqPtr, in.reqCap = 0, 0
 	}
 	return answer, err
@@ -78,15 +86,54 @@ func (in *instance) call(ctx context.Context, fn api.Function, req []byte) ([]by
 
 // call0 calls an export without a request (shoal_describe).
 func (in *instance) call0(ctx context.Context, fn api.Function) ([]byte, error) {
-	if err := fn.CallWithStack(ctx, in.stack[:]); err != nil {
+	if err := in.run(ctx, fn); err != nil {
 		return nil, err
 	}
 	return in.answer(in.stack[0])
 }
 
+// run calls fn on in.stack. A module that runs under wazero's
+// WithCloseOnContextDone is simply called. For an instrumented one, run
+// does what that option did, without its goroutine per call: a context
+// already done fails the call before it starts, and one that ends during
+// the call sets the stop flag, so that the guest traps at its next loop
+// head; that trap is then reported as wazero reported a module it closed
+// (a *sys.ExitError with the deadline or cancel exit code), and the
+// caller discards the instance as it did then. A call that returned
+// before it met the flag has succeeded: the flag is cleared for the next.
+func (in *instance) run(ctx context.Context, fn api.Function) error {
+	if in.stop == nil {
+		return fn.CallWithStack(ctx, in.stack[:])
+	}
+	if ctx.Err() != nil {
+		return ctxExit(ctx)
+	}
+	stop := context.AfterFunc(ctx, in.halt)
+	err := fn.CallWithStack(ctx, in.stack[:])
+	if stop() {
+		return err // the flag was never set
+	}
+	<-in.halted // halt has set the flag, or is about to
+	var exit *sys.ExitError
+	if err != nil && !errors.As(err, &exit) {
+		return ctxExit(ctx)
+	}
+	in.stop.Set(0)
+	return err
+}
+
+// ctxExit is the error wazero's WithCloseOnContextDone gives a call whose
+// context ended.
+func ctxExit(ctx context.Context) error {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return sys.NewExitError(sys.ExitCodeDeadlineExceeded)
+	}
+	return sys.NewExitError(sys.ExitCodeContextCanceled)
+}
+
 // answer copies the packed answer out of the guest. The guest keeps it
-// until the next call, so there is nothing to free: each guest call costs
-// a goroutine switch under WithCloseOnContextDone, so a read is one call.
+// until the next call, so there is nothing to free and a read is one
+// guest call.
 func (in *instance) answer(packed uint64) ([]byte, error) {
 	ptr, size := uint32(packed>>32), uint32(packed)
 	if size > MaxAnswer {
@@ -213,6 +260,13 @@ func (p *plugin) instantiate(ctx context.Context) (*instance, error) {
 	stderr := newOutput(p.log, p.name, "stderr")
 	cfg := p.modCfg.WithStdout(stdout).WithStderr(stderr)
 	mod, err := p.runtime.InstantiateModule(ctx, p.compiled, cfg)
+	var in *instance
+	if err == nil {
+		in = newInstance(mod, stdout, stderr)
+		if p.stoppable {
+			err = in.initialize(ctx, p.initFn)
+		}
+	}
 	if err != nil {
 		reason := firstLine(err)
 		var exit *sys.ExitError
@@ -226,7 +280,15 @@ func (p *plugin) instantiate(ctx context.Context) (*instance, error) {
 		stderr.endCall()
 		return nil, pluginError(p.name, "cannot start an instance: %s", reason)
 	}
-	in := &instance{
+	if in.mem == nil {
+		in.close(ctx)
+		return nil, pluginError(p.name, "the module exports no memory")
+	}
+	return in, nil
+}
+
+func newInstance(mod api.Module, stdout, stderr *output) *instance {
+	return &instance{
 		mod:      mod,
 		mem:      mod.Memory(),
 		stdout:   stdout,
@@ -238,11 +300,39 @@ func (p *plugin) instantiate(ctx context.Context) (*instance, error) {
 		list:     mod.ExportedFunction(exportList),
 		validate: mod.ExportedFunction(exportValidate),
 	}
-	if in.mem == nil {
-		in.close(ctx)
-		return nil, pluginError(p.name, "the module exports no memory")
+}
+
+// initialize readies an instrumented instance: it finds the stop flag
+// and, when the module has one, calls _initialize under it, as wazero
+// calls a start function (an exit with code 0 is no failure, and the
+// error of any other is worded as wazero words it). On failure the module
+// is closed.
+func (in *instance) initialize(ctx context.Context, hasInit bool) error {
+	g, ok := in.mod.ExportedGlobal(stopcheck.Export).(api.MutableGlobal)
+	if !ok {
+		_ = in.mod.Close(ctx)
+		return fmt.Errorf("the instrumented module lacks its %s global", stopcheck.Export)
 	}
-	return in, nil
+	in.stop, in.halted = g, make(chan struct{}, 1)
+	in.halt = func() {
+		g.Set(1)
+		in.halted <- struct{}{}
+	}
+	if !hasInit {
+		return nil
+	}
+	err := in.run(ctx, in.mod.ExportedFunction(exportInit))
+	if err == nil {
+		return nil
+	}
+	_ = in.mod.Close(ctx)
+	if exit, ok := err.(*sys.ExitError); ok {
+		if exit.ExitCode() == 0 {
+			return nil
+		}
+		return err
+	}
+	return fmt.Errorf("module[%s] function[%s] failed: %w", in.mod.Name(), exportInit, err)
 }
 
 // initTimeout bounds _initialize: the Go runtime's start-up alone takes a

@@ -25,6 +25,7 @@ import (
 	"github.com/shoal-sh/shoal/core"
 	"github.com/shoal-sh/shoal/core/rpc"
 	"github.com/shoal-sh/shoal/internal/clip"
+	"github.com/shoal-sh/shoal/plugins/internal/stopcheck"
 )
 
 // maxModule bounds the .wasm file read at load.
@@ -61,6 +62,12 @@ type plugin struct {
 	runtime  wazero.Runtime
 	compiled wazero.CompiledModule
 	modCfg   wazero.ModuleConfig
+	// stoppable says the module was instrumented with a stop flag
+	// (stopcheck) and runs without wazero's WithCloseOnContextDone:
+	// every guest call goes through instance.run, and _initialize is
+	// called by instantiate, not by wazero as a start function.
+	stoppable bool
+	initFn    bool // the module exports _initialize
 
 	// idle holds instances ready for a call; slots counts the instances
 	// alive. Both have capacity limits.Instances.
@@ -113,9 +120,76 @@ func (p *plugin) load(ctx context.Context, cache wazero.CompilationCache) (err e
 	if err != nil {
 		return err
 	}
+	defer func() {
+		if err != nil && p.runtime != nil {
+			_ = p.runtime.Close(context.Background())
+			p.runtime = nil
+		}
+	}()
+	if err = p.compile(ctx, cache, bin); err != nil {
+		return err
+	}
+	if err = checkModule(p.compiled, p.man.Kind); err != nil {
+		return fmt.Errorf("%s: %w", p.man.Module, err)
+	}
+	p.modCfg = p.moduleConfig()
+
+	p.idle = make(chan *instance, p.limits.Instances)
+	p.slots = make(chan struct{}, p.limits.Instances)
+	p.slots <- struct{}{}
+	in, err := p.instantiate(ctx)
+	if err != nil {
+		return err
+	}
+	if err = p.describeWith(ctx, in); err != nil {
+		in.close(ctx)
+		return err
+	}
+	p.idle <- in
+	return nil
+}
+
+// compile compiles the module into a runtime of its own (p.runtime).
+//
+// The module is first instrumented (see plugins/internal/stopcheck): a
+// stop flag the host sets at the deadline, tested at every loop head,
+// and compiled in a runtime without wazero's WithCloseOnContextDone, whose
+// check at every loop head exits to the host. When the module cannot be
+// instrumented, or wazero refuses the result, the module as it is
+// compiles in a runtime with WithCloseOnContextDone: a module never runs
+// without one of the two checks. (wazero's compilation cache keys each
+// module by its bytes and that option, so the two never mix.)
+func (p *plugin) compile(ctx context.Context, cache wazero.CompilationCache, bin []byte) error {
+	inst, _, ierr := stopcheck.Instrument(bin)
+	refused := false
+	if ierr == nil {
+		if ierr = p.compileIn(ctx, cache, inst, false); ierr == nil {
+			p.stoppable = true
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		refused = true
+	}
+	if err := p.compileIn(ctx, cache, bin, true); err != nil {
+		return err
+	}
+	// Either way the plugin works, its calls cost more.
+	level := slog.LevelInfo
+	if refused { // the original compiled: the rewrite is at fault
+		level = slog.LevelWarn
+	}
+	p.log.Log(ctx, level, "plugin runs under wazero's slower deadline check", "plugin", p.name, "reason", ierr.Error())
+	return nil
+}
+
+// compileIn makes p.runtime, with WASI, and compiles bin in it; on
+// failure p.runtime is closed and nil.
+func (p *plugin) compileIn(ctx context.Context, cache wazero.CompilationCache, bin []byte, closeOnDone bool) (err error) {
 	rcfg := wazero.NewRuntimeConfig().
 		WithMemoryLimitPages(uint32(p.limits.MemoryMB) * 16). // 64 KiB pages
-		WithCloseOnContextDone(true)
+		WithCloseOnContextDone(closeOnDone)
 	if cache != nil {
 		rcfg = rcfg.WithCompilationCache(cache)
 	}
@@ -142,23 +216,6 @@ func (p *plugin) load(ctx context.Context, cache wazero.CompilationCache) (err e
 		}
 		return fmt.Errorf("compile %s: %s", p.man.Module, msg)
 	}
-	if err = checkModule(p.compiled, p.man.Kind); err != nil {
-		return fmt.Errorf("%s: %w", p.man.Module, err)
-	}
-	p.modCfg = p.moduleConfig()
-
-	p.idle = make(chan *instance, p.limits.Instances)
-	p.slots = make(chan struct{}, p.limits.Instances)
-	p.slots <- struct{}{}
-	in, err := p.instantiate(ctx)
-	if err != nil {
-		return err
-	}
-	if err = p.describeWith(ctx, in); err != nil {
-		in.close(ctx)
-		return err
-	}
-	p.idle <- in
 	return nil
 }
 
@@ -311,7 +368,7 @@ func grantCapabilities(asked Capabilities, grant core.PluginGrant) (granted, den
 // source (the Go runtime seeds its maps from it).
 func (p *plugin) moduleConfig() wazero.ModuleConfig {
 	cfg := wazero.NewModuleConfig().WithName("").WithStartFunctions()
-	if _, ok := p.compiled.ExportedFunctions()[exportInit]; ok {
+	if _, p.initFn = p.compiled.ExportedFunctions()[exportInit]; p.initFn && !p.stoppable {
 		cfg = cfg.WithStartFunctions(exportInit)
 	}
 	for _, name := range p.granted.Env {

@@ -36,6 +36,14 @@ func read(req *sdk.ReadRequest) (any, error) {
 				break
 			}
 		}
+	case "nested": // an endless loop in a function called from a loop
+		for n := 0; ; n++ {
+			n += spin(n)
+		}
+	case "sleep": // blocked in the host (poll_oneoff), a millisecond at a time
+		for {
+			time.Sleep(time.Millisecond)
+		}
 	case "bomb":
 		for {
 			sink = append(sink, make([]byte, 1<<20))
@@ -76,6 +84,15 @@ func read(req *sdk.ReadRequest) (any, error) {
 		return sdk.Table([]string{"a", "b"}, []sdk.Value{sdk.Int(1)}), nil
 	}
 	return nil, sdk.Errorf(sdk.NotFound, "no misdeed %q", req.Segments[0])
+}
+
+//go:noinline
+func spin(n int) int {
+	for {
+		if n < 0 {
+			return n
+		}
+	}
 }
 
 func main() {}
