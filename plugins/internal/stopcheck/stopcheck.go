@@ -459,23 +459,23 @@ func decodeBody(body []byte, globals uint64, loops []int) ([]int, error) {
 		if r.off >= len(body) {
 			return nil, errors.New("body ends inside its expression")
 		}
-		op := r.byte()
-		switch {
-		case op == 0x00 || op == 0x01: // unreachable, nop
-		case op == 0x02 || op == 0x04 || op == 0x06: // block, if, try (legacy)
+		op := body[r.off]
+		r.off++
+		switch opClass[op] {
+		case cNone:
+		case cIndex:
+			r.u32()
+		case cIndex2:
+			r.u32()
+			r.u32()
+		case cBlock: // block, if, try (legacy)
 			r.blockType()
 			depth++
-		case op == 0x03: // loop
+		case cLoop:
 			r.blockType()
 			depth++
 			loops = append(loops, r.off)
-		case op == 0x05 || op == 0x19: // else, catch_all (legacy)
-		case op == 0x07 || op == 0x08: // catch (legacy), throw: tag
-			r.u32()
-		case op == 0x09: // rethrow (legacy): depth
-			r.u32()
-		case op == 0x0a: // throw_ref
-		case op == 0x0b: // end
+		case cEnd:
 			depth--
 			if depth == 0 {
 				if r.off != len(body) {
@@ -483,29 +483,20 @@ func decodeBody(body []byte, globals uint64, loops []int) ([]int, error) {
 				}
 				return loops, nil
 			}
-		case op == 0x0c || op == 0x0d: // br, br_if
+		case cDelegate: // delegate (legacy): ends the try
 			r.u32()
-		case op == 0x0e: // br_table
+			depth--
+		case cBrTable:
 			n := r.u32()
 			for i := uint32(0); i <= n && r.err == nil; i++ {
 				r.u32()
 			}
-		case op == 0x0f: // return
-		case op == 0x10 || op == 0x12: // call, return_call
-			r.u32()
-		case op == 0x11 || op == 0x13: // call_indirect, return_call_indirect
-			r.u32()
-			r.u32()
-		case op == 0x18: // delegate (legacy): ends the try
-			r.u32()
-			depth--
-		case op == 0x1a || op == 0x1b: // drop, select
-		case op == 0x1c: // select t*
+		case cSelectT:
 			n := r.u32()
 			for i := uint32(0); i < n && r.err == nil; i++ {
 				r.valType()
 			}
-		case op == 0x1f: // try_table
+		case cTryTable:
 			r.blockType()
 			n := r.u32()
 			for i := uint32(0); i < n && r.err == nil; i++ {
@@ -520,37 +511,27 @@ func decodeBody(body []byte, globals uint64, loops []int) ([]int, error) {
 				}
 			}
 			depth++
-		case op >= 0x20 && op <= 0x22: // local.get, local.set, local.tee
-			r.u32()
-		case op == 0x23 || op == 0x24: // global.get, global.set
+		case cGlobal:
 			if idx := r.u32(); r.err == nil && uint64(idx) >= globals {
 				return nil, fmt.Errorf("global %d at %#x, of %d", idx, r.off, globals)
 			}
-		case op == 0x25 || op == 0x26: // table.get, table.set
-			r.u32()
-		case op >= 0x28 && op <= 0x3e: // loads and stores
+		case cMemArg:
 			r.memArg()
-		case op == 0x3f || op == 0x40: // memory.size, memory.grow
-			r.u32()
-		case op == 0x41: // i32.const
+		case cI32:
 			r.sleb(32)
-		case op == 0x42: // i64.const
+		case cI64:
 			r.sleb(64)
-		case op == 0x43: // f32.const
+		case cF32:
 			r.skip(4)
-		case op == 0x44: // f64.const
+		case cF64:
 			r.skip(8)
-		case op >= 0x45 && op <= 0xc4: // numeric, sign extension
-		case op == 0xd0: // ref.null
+		case cRefNull:
 			r.heapType()
-		case op == 0xd1: // ref.is_null
-		case op == 0xd2: // ref.func
-			r.u32()
-		case op == 0xfc:
+		case cFC:
 			r.prefixFC()
-		case op == 0xfd:
+		case cFD:
 			r.prefixFD()
-		case op == 0xfe:
+		case cFE:
 			r.prefixFE()
 		default:
 			return nil, fmt.Errorf("unknown opcode %#x at %#x", op, r.off-1)
@@ -558,6 +539,70 @@ func decodeBody(body []byte, globals uint64, loops []int) ([]int, error) {
 	}
 	return nil, r.err
 }
+
+// The opcodes by the shape of their immediates.
+const (
+	cUnknown = iota
+	cNone
+	cIndex  // one index or depth
+	cIndex2 // two indexes
+	cBlock
+	cLoop
+	cEnd
+	cDelegate
+	cBrTable
+	cSelectT
+	cTryTable
+	cGlobal
+	cMemArg
+	cI32
+	cI64
+	cF32
+	cF64
+	cRefNull
+	cFC
+	cFD
+	cFE
+)
+
+var opClass = func() (t [256]byte) {
+	set := func(c byte, ops ...byte) {
+		for _, op := range ops {
+			t[op] = c
+		}
+	}
+	span := func(c byte, from, to byte) {
+		for op := int(from); op <= int(to); op++ {
+			t[op] = c
+		}
+	}
+	// unreachable nop else throw_ref return catch_all drop select
+	// ref.is_null; the numeric and sign-extension instructions
+	set(cNone, 0x00, 0x01, 0x05, 0x0a, 0x0f, 0x19, 0x1a, 0x1b, 0xd1)
+	span(cNone, 0x45, 0xc4)
+	// catch throw rethrow br br_if call return_call local.* table.get
+	// table.set memory.size memory.grow ref.func
+	set(cIndex, 0x07, 0x08, 0x09, 0x0c, 0x0d, 0x10, 0x12, 0x20, 0x21, 0x22, 0x25, 0x26, 0x3f, 0x40, 0xd2)
+	set(cIndex2, 0x11, 0x13) // call_indirect, return_call_indirect
+	set(cBlock, 0x02, 0x04, 0x06)
+	set(cLoop, 0x03)
+	set(cEnd, 0x0b)
+	set(cDelegate, 0x18)
+	set(cBrTable, 0x0e)
+	set(cSelectT, 0x1c)
+	set(cTryTable, 0x1f)
+	set(cGlobal, 0x23, 0x24)
+	span(cMemArg, 0x28, 0x3e)
+	set(cI32, 0x41)
+	set(cI64, 0x42)
+	set(cF32, 0x43)
+	set(cF64, 0x44)
+	set(cRefNull, 0xd0)
+	set(cFC, 0xfc)
+	set(cFD, 0xfd)
+	set(cFE, 0xfe)
+	return t
+}()
 
 // reader decodes from b; the first error sticks and later reads return
 // zero values.
@@ -605,6 +650,10 @@ func (r *reader) uleb(bits uint) uint64 {
 	if r.err != nil {
 		return 0
 	}
+	if r.off < len(r.b) && r.b[r.off] < 0x80 { // the common case: one byte
+		r.off++
+		return uint64(r.b[r.off-1])
+	}
 	v, n, err := uleb(r.b[r.off:], bits)
 	if err != nil {
 		r.err = fmt.Errorf("at %#x: %w", r.off, err)
@@ -617,6 +666,12 @@ func (r *reader) uleb(bits uint) uint64 {
 func (r *reader) sleb(bits uint) int64 {
 	if r.err != nil {
 		return 0
+	}
+	if r.off < len(r.b) {
+		if c := r.b[r.off]; c < 0x80 { // one byte: -64..63
+			r.off++
+			return int64(int8(c<<1) >> 1) // bit 6 is the sign
+		}
 	}
 	v, n, err := sleb(r.b[r.off:], bits)
 	if err != nil {

@@ -87,7 +87,7 @@ func main() {
 }
 `
 
-func build(t *testing.T, spec wasmbuild.Spec) []byte {
+func build(t testing.TB, spec wasmbuild.Spec) []byte {
 	t.Helper()
 	bin, err := os.ReadFile(modules.Module(t, spec))
 	if err != nil {
@@ -583,5 +583,30 @@ func TestCollectsWhileSpinning(t *testing.T) {
 	stop.Set(1)
 	if err := <-done; err == nil || !strings.Contains(err.Error(), "unreachable") {
 		t.Fatalf("spin: %v, want the unreachable trap", err)
+	}
+}
+
+// BenchmarkInstrument instruments the kv example (a Go module of about
+// 3 MB), the work the kernel adds to each plugin's load.
+func BenchmarkInstrument(b *testing.B) {
+	bin, err := os.ReadFile(modules.Module(b, wasmbuild.Spec{Pkg: "./examples/kv"}))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(bin)))
+	for b.Loop() {
+		if _, _, err := Instrument(bin); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func TestReaderSleb(t *testing.T) {
+	for _, b := range [][]byte{{0x00}, {0x3f}, {0x40}, {0x7f}, {0xc0, 0x00}, {0xff, 0x7e}} {
+		want, _, _ := sleb(b, 32)
+		r := reader{b: b}
+		if got := r.sleb(32); got != want || r.off != len(b) {
+			t.Errorf("reader.sleb(%x) = %d, want %d", b, got, want)
+		}
 	}
 }
