@@ -3,10 +3,15 @@ package plugins
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
+
+	"github.com/tetratelabs/wazero"
 
 	"github.com/shoal-sh/shoal/core"
 	"github.com/shoal-sh/shoal/core/rpc"
@@ -148,4 +153,53 @@ func appendU32(b []byte, v uint32) []byte {
 		v >>= 7
 	}
 	return append(b, byte(v))
+}
+
+// TestInstrumentedCached checks that the instrumented module goes through
+// the on-disk compilation cache: a second kernel start compiles nothing.
+func TestInstrumentedCached(t *testing.T) {
+	defer func(c wazero.CompilationCache) { sharedCache = c }(sharedCache)
+	sharedCache = nil
+	cache := t.TempDir()
+	dir := exampleFolder(t, "kv", kvWasm(t))
+	files := func() (names []string) {
+		err := filepath.WalkDir(cache, func(path string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return err
+			}
+			fi, err := d.Info()
+			if err == nil {
+				names = append(names, fmt.Sprint(path, fi.Size(), fi.ModTime().UnixNano()))
+			}
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return names
+	}
+	var first []string
+	for i := range 2 {
+		s, err := Load([]string{dir}, patient("kv"), cache, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := loaded(t, s, "kv")
+		if !p.stoppable || p.loadErr != nil {
+			t.Fatalf("start %d: stoppable %v, load %v", i, p.stoppable, p.loadErr)
+		}
+		if _, err := read(t, providerOf(t, s, "kv"), "shoal://kv/answer"); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			if first = files(); len(first) == 0 {
+				t.Fatal("nothing cached")
+			}
+		} else if again := files(); !slices.Equal(again, first) {
+			t.Fatalf("the second start changed the cache: %v, then %v", first, again)
+		}
+	}
 }
