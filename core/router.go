@@ -280,12 +280,22 @@ func item(uri, mimeType, text string) ContentItem {
 // structuredContent beside contents.
 type ReadResult = wire.ReadResult
 
-// Read resolves u through its provider and renders the result.
-func (r *Router) Read(ctx context.Context, c *Caller, u *uri.URI, o ReadOptions) (*ReadResult, error) {
-	p, ok := r.Provider(u.Family)
-	if !ok {
-		return nil, rpc.Errorf(rpc.NotFound, "no provider serves shoal://%s/…; families: %s", u.Family, strings.Join(r.Families(), ", "))
-	}
+// readSelectors is what a read selects and how it renders, parsed from
+// the URI's query and the read options before anything is read, so a
+// typo costs nothing.
+type readSelectors struct {
+	path     value.Path
+	hasPath  bool
+	sl       value.Slice
+	hasSlice bool
+	grep     value.Grep
+	hasGrep  bool
+	format   render.Format
+	budget   render.Budget
+}
+
+func parseReadSelectors(u *uri.URI, o ReadOptions) (readSelectors, error) {
+	var rs readSelectors
 	param := func(key string, over *string) (string, bool) {
 		if over != nil {
 			return *over, *over != ""
@@ -295,9 +305,9 @@ func (r *Router) Read(ctx context.Context, c *Caller, u *uri.URI, o ReadOptions)
 	pathStr, hasPath := param("path", o.Path)
 	sliceStr, hasSlice := param("slice", o.Slice)
 	formatStr, _ := param("format", o.Format)
-	format, err := render.ParseFormat(formatStr)
-	if err != nil {
-		return nil, err
+	var err error
+	if rs.format, err = render.ParseFormat(formatStr); err != nil {
+		return rs, err
 	}
 	budgetJSON := o.Elide
 	if budgetJSON == nil {
@@ -305,27 +315,36 @@ func (r *Router) Read(ctx context.Context, c *Caller, u *uri.URI, o ReadOptions)
 			budgetJSON = json.RawMessage(s)
 		}
 	}
-	budget, err := render.ParseBudget(budgetJSON)
-	if err != nil {
-		return nil, err
+	if rs.budget, err = render.ParseBudget(budgetJSON); err != nil {
+		return rs, err
 	}
-	// Parse the selectors before reading so a typo costs nothing.
-	var path value.Path
 	if hasPath {
-		if path, err = value.ParsePath(pathStr); err != nil {
-			return nil, err
+		if rs.path, err = value.ParsePath(pathStr); err != nil {
+			return rs, err
 		}
 	}
-	var sl value.Slice
 	if hasSlice {
-		if sl, err = value.ParseSlice(sliceStr); err != nil {
-			return nil, err
+		if rs.sl, err = value.ParseSlice(sliceStr); err != nil {
+			return rs, err
 		}
 	}
-	grep, hasGrep, err := readGrep(u, o)
+	rs.hasPath, rs.hasSlice = hasPath, hasSlice
+	rs.grep, rs.hasGrep, err = readGrep(u, o)
+	return rs, err
+}
+
+// Read resolves u through its provider and renders the result.
+func (r *Router) Read(ctx context.Context, c *Caller, u *uri.URI, o ReadOptions) (*ReadResult, error) {
+	p, ok := r.Provider(u.Family)
+	if !ok {
+		return nil, rpc.Errorf(rpc.NotFound, "no provider serves shoal://%s/…; families: %s", u.Family, strings.Join(r.Families(), ", "))
+	}
+	rs, err := parseReadSelectors(u, o)
 	if err != nil {
 		return nil, err
 	}
+	path, hasPath, sl, hasSlice := rs.path, rs.hasPath, rs.sl, rs.hasSlice
+	grep, hasGrep, format, budget := rs.grep, rs.hasGrep, rs.format, rs.budget
 	var content *Content
 	var partOffset int
 	partRead, grepped := false, false
