@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/tetratelabs/wazero/api"
@@ -32,10 +33,14 @@ type instance struct {
 
 	// stop is the instrumented module's stop flag (nil when the module
 	// runs under wazero's own check); halt sets it when a call's context
-	// ends and then signals halted.
+	// ends and then signals halted. mu orders the host's writes to it
+	// (halt, the reset after a call, kill); killed says the plugin is
+	// closing and the flag stays set.
 	stop   api.MutableGlobal
 	halt   func()
 	halted chan struct{}
+	mu     sync.Mutex
+	killed bool
 }
 
 // retainedRequest is the largest request buffer an instance keeps between
@@ -110,16 +115,44 @@ func (in *instance) run(ctx context.Context, fn api.Function) error {
 	}
 	stop := context.AfterFunc(ctx, in.halt)
 	err := fn.CallWithStack(ctx, in.stack[:])
-	if stop() {
-		return err // the flag was never set
+	if stop() { // halt never ran
+		if err != nil && in.wasKilled() {
+			return errStopping
+		}
+		return err
 	}
 	<-in.halted // halt has set the flag, or is about to
 	var exit *sys.ExitError
 	if err != nil && !errors.As(err, &exit) {
 		return ctxExit(ctx)
 	}
-	in.stop.Set(0)
+	in.mu.Lock()
+	if !in.killed {
+		in.stop.Set(0)
+	}
+	in.mu.Unlock()
 	return err
+}
+
+// errStopping fails a call that the plugin's close stopped.
+var errStopping = errors.New("the call was stopped: the kernel is stopping")
+
+// kill sets the stop flag for good: a call in progress stops at its next
+// check, as under wazero's check a call stopped when its runtime closed.
+func (in *instance) kill() {
+	if in.stop == nil {
+		return
+	}
+	in.mu.Lock()
+	in.killed = true
+	in.stop.Set(1)
+	in.mu.Unlock()
+}
+
+func (in *instance) wasKilled() bool {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.killed
 }
 
 // ctxExit is the error wazero's WithCloseOnContextDone gives a call whose
@@ -167,6 +200,9 @@ func (p *plugin) explain(in *instance, err error) string {
 	var ae *answerError
 	if errors.As(err, &ae) {
 		return ae.msg
+	}
+	if errors.Is(err, errStopping) {
+		return err.Error()
 	}
 	var exit *sys.ExitError
 	if errors.As(err, &exit) {
@@ -247,8 +283,16 @@ func (p *plugin) release(in *instance) {
 // its slot so a fresh one can start on demand. The failed instance is
 // never reused: its memory may hold half-done state.
 func (p *plugin) retire(in *instance) {
+	p.forget(in)
 	in.close(context.Background())
 	<-p.slots
+}
+
+// forget drops in from the live instances.
+func (p *plugin) forget(in *instance) {
+	p.liveMu.Lock()
+	delete(p.live, in)
+	p.liveMu.Unlock()
 }
 
 // instantiate starts one instance: _initialize runs the Go runtime and the
@@ -284,6 +328,9 @@ func (p *plugin) instantiate(ctx context.Context) (*instance, error) {
 		in.close(ctx)
 		return nil, pluginError(p.name, "the module exports no memory")
 	}
+	p.liveMu.Lock()
+	p.live[in] = struct{}{}
+	p.liveMu.Unlock()
 	return in, nil
 }
 
@@ -315,7 +362,9 @@ func (in *instance) initialize(ctx context.Context, hasInit bool) error {
 	}
 	in.stop, in.halted = g, make(chan struct{}, 1)
 	in.halt = func() {
+		in.mu.Lock()
 		g.Set(1)
+		in.mu.Unlock()
 		in.halted <- struct{}{}
 	}
 	if !hasInit {

@@ -74,6 +74,11 @@ type plugin struct {
 	idle  chan *instance
 	slots chan struct{}
 
+	// live holds the instances started and not yet retired, so that close
+	// can stop the ones busy in a call.
+	liveMu sync.Mutex
+	live   map[*instance]struct{}
+
 	closed   atomic.Bool
 	calls    atomic.Uint64
 	failures atomic.Uint64
@@ -89,7 +94,7 @@ type plugin struct {
 // refused at start; one that passes is registered at once and loads in
 // the background.
 func newPlugin(dir string, man *Manifest, grant core.PluginGrant, log *slog.Logger) (_ *plugin, err error) {
-	p := &plugin{name: man.Name, dir: dir, man: man, log: log, ready: make(chan struct{})}
+	p := &plugin{name: man.Name, dir: dir, man: man, log: log, ready: make(chan struct{}), live: map[*instance]struct{}{}}
 	p.limits, p.timeout = effectiveLimits(man.Limits, grant, log, man.Name)
 	p.granted, p.denied, err = grantCapabilities(man.Capabilities, grant)
 	if err != nil {
@@ -142,6 +147,7 @@ func (p *plugin) load(ctx context.Context, cache wazero.CompilationCache) (err e
 		return err
 	}
 	if err = p.describeWith(ctx, in); err != nil {
+		p.forget(in)
 		in.close(ctx)
 		return err
 	}
@@ -555,12 +561,19 @@ func (p *plugin) failed(ctx context.Context, err error) error {
 
 // close stops the plugin once its load has finished (Set.Close cancels
 // and waits for it): idle instances close now, busy ones when they come
-// back, and the runtime closes everything still open.
+// back, and the runtime closes everything still open. A call in progress
+// in an instrumented module is stopped at its next check; under wazero's
+// check, closing the runtime stops it.
 func (p *plugin) close(ctx context.Context) error {
 	p.closed.Store(true)
 	if p.runtime == nil { // the load failed and closed it
 		return nil
 	}
+	p.liveMu.Lock()
+	for in := range p.live {
+		in.kill()
+	}
+	p.liveMu.Unlock()
 	for {
 		select {
 		case in := <-p.idle:

@@ -203,3 +203,23 @@ func TestInstrumentedCached(t *testing.T) {
 		}
 	}
 }
+
+// TestCloseStopsBusyCall checks that closing the set stops a call busy
+// in an endless loop, long before its deadline (a minute here): the call
+// fails saying why.
+func TestCloseStopsBusyCall(t *testing.T) {
+	s := load(t, []string{hostileFolder(t, t.TempDir(), 1)}, patient("hostile"))
+	p := loaded(t, s, "hostile")
+	done := make(chan error, 1)
+	go func() {
+		_, err := read(t, providerOf(t, s, "hostile"), "shoal://hostile/loop")
+		done <- err
+	}()
+	for p.calls.Load() == 0 || len(p.idle) > 0 { // until the call has the instance
+		time.Sleep(time.Millisecond)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, <-done, rpc.PluginError, "the kernel is stopping")
+}
