@@ -101,8 +101,8 @@ func (in *instance) call0(ctx context.Context, fn api.Function) ([]byte, error) 
 // WithCloseOnContextDone is simply called. For an instrumented one, run
 // does what that option did, without its goroutine per call: a context
 // already done fails the call before it starts, and one that ends during
-// the call sets the stop flag, so that the guest traps at its next loop
-// head; that trap is then reported as wazero reported a module it closed
+// the call sets the stop flag, so that the guest traps within
+// stopcheck.Turns loop turns; that trap is then reported as wazero reported a module it closed
 // (a *sys.ExitError with the deadline or cancel exit code), and the
 // caller discards the instance as it did then. A call that returned
 // before it met the flag has succeeded: the flag is cleared for the next.
