@@ -236,3 +236,53 @@ func checkSelect(t *testing.T, r *Reader, hash string, v value.Value, name, ps, 
 		}
 	}
 }
+
+// TestSelectIndexFormat1: an index written before string parts kept
+// their decoded size still answers paths and slices from parts; a whole
+// string of one is left to the whole value.
+func TestSelectIndexFormat1(t *testing.T) {
+	v := value.NewRecord(value.F("stdout", testValues()["str"]), value.F("rows", testValues()["table"]))
+	e, err := Encode(v, 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := testStore(t)
+	r := NewReader(s, 0)
+	hash, _, err := r.PutEncoded(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := e.Index.marshal(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutIndex(hash, b); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		path, slice string
+		ok, sparse  bool
+	}{
+		{".stdout", "10..20", true, false},
+		{".rows[7].name", "", true, false},
+		{".rows", "", true, true},
+		{".stdout", "", false, false},
+		{"", "", false, false},
+	} {
+		p, _ := value.ParsePath(tc.path)
+		var sl value.Slice
+		if tc.slice != "" {
+			sl, _ = value.ParseSlice(tc.slice)
+		}
+		got, ok, err := r.Select(hash, p, tc.path != "", sl, tc.slice != "")
+		if err != nil || ok != tc.ok || (got.Sparse != nil) != tc.sparse {
+			t.Fatalf("%s %s: ok %v sparse %v err %v", tc.path, tc.slice, ok, got.Sparse != nil, err)
+		}
+		if ok && !tc.sparse {
+			want, _ := selectWhole(v, p, sl, tc.slice != "")
+			if !value.Equal(got.Value, want) {
+				t.Fatalf("%s %s: differs from the whole value's", tc.path, tc.slice)
+			}
+		}
+	}
+}

@@ -6,12 +6,13 @@
 // stored). Beside a list, table or string whose encoding spans more than
 // one part of [PartSize] bytes, the store keeps an index (cas
 // [cas.Store.PutIndex]): for each part, the first item, row or character
-// it holds, where it lies in the blob, and its blake3 hash; beside a
-// record holding such a value, where each field lies (see encodeRecord).
-// Path and slice reads (see [Reader.Part]) load and check only the parts
-// they cover, through an LRU of decoded parts bounded in bytes (config
-// value_cache). Anything else (grep, a whole-value read) decodes the
-// value as before.
+// it holds, where it lies in the blob, its blake3 hash and (a string's)
+// its decoded size; beside a record holding such a value, where each
+// field lies (see encodeRecord). Reads (see [Reader.Select]) step through
+// the index and load and check only the parts they reach, through an LRU
+// of decoded parts bounded in bytes (config value_cache); a whole large
+// value is handed to the renderer as a render.Sparse, read as far as its
+// elided preview reaches. A grep goes part by part ([Reader.Grep]).
 package spill
 
 import (
@@ -36,7 +37,7 @@ import (
 // PartSize is the encoded size a part aims at: small enough that a cold
 // read of one row costs about 5× a warm one (decoding 16 KiB of typed
 // JSON), large enough that the index stays a fraction of a percent of
-// the value (52 bytes a part).
+// the value (56 bytes a part).
 const PartSize = 16 << 10
 
 // Kinds of indexed values.
@@ -418,7 +419,11 @@ var magicRecord = []byte("shoal-index-r1\n")
 const maxIndexDepth = 64
 
 // MarshalBinary encodes the index for the content store.
-func (ix *Index) MarshalBinary() ([]byte, error) {
+func (ix *Index) MarshalBinary() ([]byte, error) { return ix.marshal(false) }
+
+// marshal encodes the index in format 2, or in format 1 (without the
+// decoded sizes: the tests' old indexes).
+func (ix *Index) marshal(format1 bool) ([]byte, error) {
 	if ix.Kind == KindRecord {
 		b := append([]byte(nil), magicRecord...)
 		b = binary.LittleEndian.AppendUint64(b, uint64(ix.Size))
@@ -432,7 +437,7 @@ func (ix *Index) MarshalBinary() ([]byte, error) {
 			var sub []byte
 			if f.Sub != nil {
 				var err error
-				if sub, err = f.Sub.MarshalBinary(); err != nil {
+				if sub, err = f.Sub.marshal(format1); err != nil {
 					return nil, err
 				}
 			}
@@ -446,7 +451,11 @@ func (ix *Index) MarshalBinary() ([]byte, error) {
 		return nil, err
 	}
 	b := make([]byte, 0, len(magic)+1+8+8+4+len(cols)+4+len(ix.Parts)*partRecord)
-	b = append(b, magic...)
+	if format1 {
+		b = append(b, magic1...)
+	} else {
+		b = append(b, magic...)
+	}
 	b = append(b, ix.Kind)
 	b = binary.LittleEndian.AppendUint64(b, uint64(ix.Count))
 	b = binary.LittleEndian.AppendUint64(b, uint64(ix.Size))
@@ -458,7 +467,9 @@ func (ix *Index) MarshalBinary() ([]byte, error) {
 		b = binary.LittleEndian.AppendUint64(b, uint64(p.Off))
 		b = binary.LittleEndian.AppendUint32(b, uint32(p.Len))
 		b = append(b, p.Sum[:]...)
-		b = binary.LittleEndian.AppendUint32(b, uint32(p.Raw))
+		if !format1 {
+			b = binary.LittleEndian.AppendUint32(b, uint32(p.Raw))
+		}
 	}
 	return b, nil
 }
