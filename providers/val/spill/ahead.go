@@ -44,6 +44,7 @@ type aheadPart struct {
 	raw   string        // its bytes, until encoded
 	piece []byte        // quoted, without the quotes
 	part  Part          // First holds the part's own character count; Off unset
+	valid bool          // the part is UTF-8 (else piece and part are unset)
 	ack   chan struct{} // set on settle's marker instead
 }
 
@@ -69,7 +70,7 @@ func (a *Ahead) run() {
 		if a.stopped.Load() {
 			continue // drain: what is left is EncodeAhead's
 		}
-		p.piece, p.part = encodePart(p.raw)
+		p.piece, p.part, p.valid = encodePart(p.raw)
 		p.raw = ""
 		a.mu.Lock()
 		a.parts = append(a.parts, p)

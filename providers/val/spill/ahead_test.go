@@ -93,3 +93,22 @@ func TestAheadStopsOnBinary(t *testing.T) {
 	}
 	NewAhead().Stop()
 }
+
+// TestEncodeInvalidString: a long string that is not UTF-8 in one of its
+// parts is read whole, as Marshal encodes it, with or without an Ahead.
+func TestEncodeInvalidString(t *testing.T) {
+	b := []byte(strings.Repeat("abc✓\n", 5*PartSize/7))
+	b[3*PartSize+1] = 0xff
+	a := NewAhead()
+	s := feedGrowing(a, string(b), 5000)
+	for _, aheads := range [][]*Ahead{nil, {a}} {
+		e, err := EncodeAhead(value.Str(s), PartSize, aheads...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := value.Marshal(value.Str(s))
+		if e.Index != nil || !reflect.DeepEqual(e.Bytes(), want) {
+			t.Fatal("a string that is not UTF-8 was indexed")
+		}
+	}
+}

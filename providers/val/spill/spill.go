@@ -133,7 +133,7 @@ func EncodeAhead(v value.Value, partSize int, aheads ...*Ahead) (*Encoded, error
 			return &value.Table{Cols: x.Cols, Rows: x.Rows[a:b:b]}
 		})
 	case value.Str:
-		if utf8.ValidString(string(x)) {
+		if len(x) > partSize { // else it is one part: read whole
 			e = encodeStr(string(x), partSize, aheads)
 		}
 	case *value.Record:
@@ -268,10 +268,11 @@ func (ix *Index) setSize(size int64) {
 // encodeStr encodes a valid UTF-8 string in parts of about partSize
 // bytes cut on character boundaries; escaping is per character, so the
 // quoted parts joined are the quoted whole. The cuts depend only on s, so
-// the parts are quoted, counted and hashed independently: ahead of time
-// (see Ahead) or by up to GOMAXPROCS goroutines (at most maxEncoders)
-// when there are enough of them: for a long output this is most of the
-// work of spilling it.
+// the parts are checked, quoted, counted and hashed independently: ahead
+// of time (see Ahead) or by up to GOMAXPROCS goroutines (at most
+// maxEncoders) when there are enough of them: for a long output this is
+// most of the work of spilling it. It returns nil when s is not valid
+// UTF-8 (some part is not: the parts start where characters do).
 func encodeStr(s string, partSize int, aheads []*Ahead) *Encoded {
 	head, tail := []byte(`{"$":"str","v":"`), []byte(`"}`)
 	var cuts []int // where each part ends
@@ -286,11 +287,15 @@ func encodeStr(s string, partSize int, aheads []*Ahead) *Encoded {
 	parts := make([]Part, len(cuts))
 	pieces := make([][]byte, len(cuts)+2)
 	var todo []int // the parts not encoded ahead
+	var invalid atomic.Bool
 	if len(aheads) > 0 {
 		done := use(s, cuts, aheads)
 		for k := range cuts {
 			if p, ok := done[k]; ok {
 				parts[k], pieces[k+1] = p.part, p.piece
+				if !p.valid {
+					return nil
+				}
 			} else {
 				todo = append(todo, k)
 			}
@@ -306,7 +311,11 @@ func encodeStr(s string, partSize int, aheads []*Ahead) *Encoded {
 		if k > 0 {
 			start = cuts[k-1]
 		}
-		pieces[k+1], parts[k] = encodePart(s[start:cuts[k]])
+		var valid bool
+		pieces[k+1], parts[k], valid = encodePart(s[start:cuts[k]])
+		if !valid {
+			invalid.Store(true)
+		}
 	}
 	workers := min(runtime.GOMAXPROCS(0), maxEncoders, len(todo)/minPartsPerEncoder)
 	if workers <= 1 {
@@ -325,6 +334,9 @@ func encodeStr(s string, partSize int, aheads []*Ahead) *Encoded {
 		}
 		wg.Wait()
 	}
+	if invalid.Load() {
+		return nil
+	}
 	e := &Encoded{Pieces: pieces, Size: int64(len(head)), Index: &Index{Kind: KindStr, Parts: parts, Raw: true}}
 	pieces[0], pieces[len(pieces)-1] = head, tail
 	chars := 0
@@ -341,11 +353,35 @@ func encodeStr(s string, partSize int, aheads []*Ahead) *Encoded {
 }
 
 // encodePart quotes one part of a string (without the quotes) and
-// describes it, First holding its own character count.
-func encodePart(raw string) ([]byte, Part) {
+// describes it, First holding its own character count, when it is valid
+// UTF-8.
+func encodePart(raw string) (piece []byte, p Part, valid bool) {
+	chars := len(raw) // when it is ASCII, which one quick pass tells
+	if !isASCII(raw) {
+		if !utf8.ValidString(raw) {
+			return nil, Part{}, false
+		}
+		chars = runeCount(raw)
+	}
 	q := value.AppendQuoted(make([]byte, 0, len(raw)+len(raw)/8+2), raw)
-	piece := q[1 : len(q)-1]
-	return piece, Part{First: runeCount(raw), Len: len(piece), Sum: blake3.Sum256(piece), Raw: len(raw)}
+	piece = q[1 : len(q)-1]
+	return piece, Part{First: chars, Len: len(piece), Sum: blake3.Sum256(piece), Raw: len(raw)}, true
+}
+
+// isASCII reports whether s is ASCII, eight bytes a step.
+func isASCII(s string) bool {
+	const highs = 0x8080808080808080
+	var acc uint64
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		b := s[i : i+8]
+		acc |= uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
+			uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
+	}
+	for ; i < len(s); i++ {
+		acc |= uint64(s[i])
+	}
+	return acc&highs == 0
 }
 
 // The parallel string encoder: at most maxEncoders goroutines, each given
