@@ -31,6 +31,7 @@ type capture struct {
 	tail     []byte // ring once the output outgrew the budget, else nil
 	tailPos  int    // next write position in tail
 	taken    bool   // bytes() handed out buf: it must not be written over
+	mixed    bool   // some byte written was not plain ASCII (see plainASCII)
 	total    int64
 	lines    int64 // newlines written, for progress reports
 	released bool  // the run's result is built; later output is dropped
@@ -74,6 +75,9 @@ func (c *capture) Write(p []byte) (int, error) {
 	}
 	c.total += int64(len(p))
 	c.lines += int64(bytes.Count(p, newline))
+	// Checked as it arrives, so that the result of a long plain output
+	// does not wait for one more pass over it.
+	c.mixed = c.mixed || !plainASCII(unsafe.String(unsafe.SliceData(p), len(p)))
 	if c.tail == nil {
 		if len(c.buf)+len(p) <= c.headLimit+c.tailLimit {
 			c.grow(len(p))
@@ -167,6 +171,14 @@ func (c *capture) overflow(p []byte) []byte {
 	return p
 }
 
+// plain reports whether every byte written was plain ASCII, which the
+// kept output (with its marker, if any) then is too.
+func (c *capture) plain() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return !c.mixed
+}
+
 // release frees the buffers once the run's result is built. Background jobs
 // of the run may still write; their output has no reader any more.
 func (c *capture) release() {
@@ -242,12 +254,13 @@ func (c *capture) bytes() ([]byte, int64, *spill.Ahead) {
 // backspace overstrikes (man pages, progress bars) resolved to the text a
 // terminal would finally show. Output that is not valid UTF-8 is binary
 // and is returned untouched with text=false. cleanOutput takes b over:
-// the caller must not change it afterwards.
-func cleanOutput(b []byte, raw bool) (s string, text bool) {
+// the caller must not change it afterwards. plain says that b is known
+// to be plain ASCII (see plainASCII).
+func cleanOutput(b []byte, raw, plain bool) (s string, text bool) {
 	// Nothing writes b again (see capture.bytes), so the string shares
 	// its memory instead of copying it once more.
 	s = unsafe.String(unsafe.SliceData(b), len(b))
-	if plainASCII(s) {
+	if plain || plainASCII(s) {
 		return s, true // valid, and nothing below would change it
 	}
 	if !utf8.ValidString(s) {

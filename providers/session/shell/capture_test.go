@@ -48,7 +48,7 @@ func TestCaptureAhead(t *testing.T) {
 	if ahead == nil {
 		t.Fatal("no parts encoded ahead")
 	}
-	s, text := cleanOutput(b, false)
+	s, text := cleanOutput(b, false, c.plain())
 	v := value.NewRecord(value.F("exit", value.Int(0)), value.F("stdout", textValue(s, text)))
 	got, err := spill.EncodeAhead(v, spill.PartSize, ahead)
 	if err != nil {

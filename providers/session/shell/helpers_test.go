@@ -56,6 +56,9 @@ func FuzzCapture(f *testing.F) {
 			c.Write(data[i:min(i+step, len(data))])
 		}
 		got, dropped, _ := c.bytes()
+		if c.plain() != plainASCII(string(data)) {
+			t.Fatalf("plain() = %v for %q", c.plain(), data)
+		}
 		if dropped == 0 {
 			if !bytes.Equal(got, data) {
 				t.Fatalf("nothing dropped but output differs")
@@ -105,7 +108,7 @@ func FuzzCleanOutput(f *testing.F) {
 	}
 	f.Add([]byte("\x1b[31mred\x1b[0m\x1b]0;t\x07"))
 	f.Fuzz(func(t *testing.T, in []byte) {
-		s, text := cleanOutput(in, false)
+		s, text := cleanOutput(in, false, false)
 		if !text {
 			if s != string(in) {
 				t.Fatal("binary output changed")

@@ -426,8 +426,8 @@ func (ru *run) result(exit int, changedEnv []string, raw bool) *Result {
 			res.Ahead = append(res.Ahead, a)
 		}
 	}
-	out, outText := cleanOutput(outB, raw)
-	errS, errText := cleanOutput(errB, raw)
+	out, outText := cleanOutput(outB, raw, ru.stdout.plain())
+	errS, errText := cleanOutput(errB, raw, ru.stderr.plain())
 	res.Stdout, res.Stderr = out, errS
 	res.StdoutDropped, res.StderrDropped = outDropped, errDropped
 	if p != nil {
