@@ -269,7 +269,7 @@ func FuzzObserveCommand(f *testing.F) {
 // TestPlainASCII: the eight-bytes-at-a-time check agrees with its
 // definition for each byte that matters at every position and alignment.
 func TestPlainASCII(t *testing.T) {
-	for _, c := range []string{"", "a", "\n", "\t", "~", "\x7f", "\x00", "\x1b", "\b", "\r", "é", "\u009b", "\xff"} {
+	for _, c := range []string{"", "a", " ", "\n", "\t", "~", "\x7f", "\x00", "\x1f", "\x1b", "\b", "\r", "\n\x1b", "\x1b\n", "é", "\u009b", "\xff"} {
 		for n := range 20 {
 			for at := range n + 1 {
 				s := strings.Repeat("x", at) + c + strings.Repeat("y", n-at)
