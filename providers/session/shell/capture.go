@@ -73,11 +73,7 @@ func (c *capture) Write(p []byte) (int, error) {
 	if c.released {
 		return n, nil
 	}
-	c.total += int64(len(p))
-	c.lines += int64(bytes.Count(p, newline))
-	// Checked as it arrives, so that the result of a long plain output
-	// does not wait for one more pass over it.
-	c.mixed = c.mixed || !plainASCII(unsafe.String(unsafe.SliceData(p), len(p)))
+	c.count(p)
 	if c.tail == nil {
 		if len(c.buf)+len(p) <= c.headLimit+c.tailLimit {
 			c.grow(len(p))
@@ -98,6 +94,15 @@ func (c *capture) Write(p []byte) (int, error) {
 		c.tailPos = (c.tailPos + k) % len(c.tail)
 	}
 	return n, nil
+}
+
+// count accounts for p, about to be kept or dropped.
+func (c *capture) count(p []byte) {
+	c.total += int64(len(p))
+	c.lines += int64(bytes.Count(p, newline))
+	// Checked as it arrives, so that the result of a long plain output
+	// does not wait for one more pass over it.
+	c.mixed = c.mixed || !plainASCII(unsafe.String(unsafe.SliceData(p), len(p)))
 }
 
 // grow makes room in buf for n more bytes (within the budget).

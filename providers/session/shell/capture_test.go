@@ -2,6 +2,7 @@ package shell
 
 import (
 	"bytes"
+	"context"
 	"strings"
 	"testing"
 
@@ -57,5 +58,29 @@ func TestCaptureAhead(t *testing.T) {
 	want, _ := value.Marshal(v)
 	if !bytes.Equal(got.Bytes(), want) {
 		t.Fatal("the value encoded with the parts made ahead differs from Marshal")
+	}
+}
+
+// TestCaptureLongProcessOutput: a process's long output read straight
+// into the capture comes out whole, and cut to the budget past it.
+func TestCaptureLongProcessOutput(t *testing.T) {
+	const line = "0123456789abcdef\n"
+	for _, limit := range []int{0, 1 << 20} {
+		e, _ := newTestEvaluator(t, nil, Options{MaxCapture: limit})
+		res, err := e.Run(context.Background(), "yes 0123456789abcdef | head -c 3000000")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := strings.Repeat(line, 3000000/len(line)+1)[:3000000]
+		if limit == 0 {
+			if res.Stdout != want || res.StdoutDropped != 0 {
+				t.Fatalf("got %d bytes (%d dropped), want the 3000000 written", len(res.Stdout), res.StdoutDropped)
+			}
+			continue
+		}
+		head, tail := want[:limit/2], want[len(want)-limit/2:]
+		if !strings.HasPrefix(res.Stdout, head) || !strings.HasSuffix(res.Stdout, tail) || res.StdoutDropped != int64(len(want)-limit) {
+			t.Fatalf("cut output: %d bytes, %d dropped", len(res.Stdout), res.StdoutDropped)
+		}
 	}
 }

@@ -24,6 +24,10 @@ type outputs struct {
 	dst   [2]io.Writer
 }
 
+// readDirect is the output length from which readFD reads into the
+// capture's buffer.
+const readDirect = 64 << 10
+
 // pidfdWorks reports whether this kernel has pidfd_open (Linux 5.3).
 var pidfdWorks = sync.OnceValue(func() bool {
 	fd, err := unix.PidfdOpen(os.Getpid(), 0)
@@ -160,9 +164,14 @@ func (o *outputs) copyFD(pidfd, pid int, grace time.Duration) (drain func()) {
 				continue
 			}
 			s := streams[i]
-			n, err := unix.Read(int(f.Fd), buf)
-			if n > 0 {
+			var n int
+			var err error
+			if c, ok := o.dst[s].(*capture); ok {
+				n, err = c.readFD(int(f.Fd), buf)
+			} else if n, err = unix.Read(int(f.Fd), buf); n > 0 {
 				o.dst[s].Write(buf[:n])
+			}
+			if n > 0 {
 				continue
 			}
 			if err == unix.EINTR || err == unix.EAGAIN {
@@ -216,4 +225,32 @@ func (o *outputs) copyInBackground(grace time.Duration) (drain func()) {
 		}
 		<-done
 	}
+}
+
+// readFD reads what fd has, up to len(scratch) bytes, into the capture:
+// straight into its buffer once the output is long (readDirect) while it
+// fits the budget and no filter rewrites it, which spares copying a long
+// output once more; otherwise into scratch and through Write (a short
+// output then gets a buffer of its own size). poll said fd is readable,
+// so the read does not block while it holds the lock.
+func (c *capture) readFD(fd int, scratch []byte) (int, error) {
+	c.mu.Lock()
+	if c.released || c.filter != nil || c.tail != nil || len(c.buf) < readDirect || len(c.buf)+len(scratch) > c.headLimit+c.tailLimit {
+		c.mu.Unlock()
+		n, err := unix.Read(fd, scratch)
+		if n > 0 {
+			c.Write(scratch[:n])
+		}
+		return n, err
+	}
+	defer c.mu.Unlock()
+	c.grow(len(scratch))
+	at := len(c.buf)
+	n, err := unix.Read(fd, c.buf[at:at+len(scratch)])
+	if n > 0 {
+		c.count(c.buf[at : at+n])
+		c.buf = c.buf[:at+n]
+		c.feedAhead()
+	}
+	return n, err
 }
