@@ -366,6 +366,10 @@ type strNode struct {
 	a, b  int
 	size  int // its bytes, -1 until counted
 	err   error
+	// The longest prefix given so far, and whether it is the whole: the
+	// renderer asks again at every attempt, for no more.
+	prefix string
+	whole  bool
 }
 
 func (*strNode) Kind() value.Kind { return value.KindStr }
@@ -419,6 +423,21 @@ func (n *strNode) Prefix(size int) (string, error) {
 	if n.err != nil {
 		return "", n.err
 	}
+	if n.whole || (n.prefix != "" && len(n.prefix) >= size) {
+		return n.prefix, nil
+	}
+	s, err := n.read(size)
+	if err != nil {
+		return "", err
+	}
+	n.prefix = s
+	n.whole = len(s) < size || n.b-n.a == 0
+	return s, nil
+}
+
+// read puts the first size bytes or more of the range together, in whole
+// characters (the whole range when it is shorter).
+func (n *strNode) read(size int) (string, error) {
 	ix := n.parts.ix
 	var out []byte
 	for c := n.a; c < n.b && len(out) < size; {
