@@ -177,8 +177,8 @@ type Resource struct {
 type Content struct {
 	Value value.Value
 	// Sparse, set by a PartReader instead of Value, is a large stored
-	// value read part by part: the router renders it in format json and
-	// reads the whole value for the other formats.
+	// value read part by part: the router renders it in formats json and
+	// raw, and reads the whole value for format render.
 	Sparse render.Sparse
 	Record any
 	// Ref is the short ref of the value (out:17, val:blake3:…), echoed in

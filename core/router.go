@@ -360,8 +360,8 @@ func (r *Router) Read(ctx context.Context, c *Caller, u *uri.URI, o ReadOptions)
 		if err != nil {
 			return nil, err
 		}
-		if partRead && content != nil && content.Sparse != nil && format != render.FormatJSON {
-			partRead = false // render and raw take the whole value
+		if partRead && content != nil && content.Sparse != nil && format == render.FormatRender {
+			partRead = false // render takes the whole value
 		}
 	}
 	if !partRead {
@@ -378,6 +378,13 @@ func (r *Router) Read(ctx context.Context, c *Caller, u *uri.URI, o ReadOptions)
 	}
 	if partRead && content.Sparse != nil {
 		res := &ReadResult{Ref: content.Ref, Marks: content.Marks, Meta: content.Meta}
+		if format == render.FormatRaw {
+			text, data, isText, err := render.RawSparse(content.Sparse, r.RawCeiling)
+			if err != nil {
+				return nil, err
+			}
+			return res, setRaw(res, display, content.Ref, text, data, isText)
+		}
 		structured, text, elided, err := render.JSONSparse(content.Sparse, budget, render.TextLimit, render.Origin{Path: path, Offset: partOffset})
 		if err != nil {
 			return nil, err
@@ -456,23 +463,31 @@ func (r *Router) renderValue(res *ReadResult, v value.Value, format render.Forma
 		if err != nil {
 			return err
 		}
-		if isText {
-			res.Contents = []ContentItem{item(display, "text/plain", clipText(text, render.TextLimit))}
-			res.StructuredContent, err = json.Marshal(map[string]string{"ref": ref, "raw": text})
-		} else {
-			b64 := base64.StdEncoding.EncodeToString(data)
-			res.Contents = []ContentItem{item(display, "text/plain", clipText(b64, render.TextLimit))}
-			res.StructuredContent, err = json.Marshal(map[string]string{"ref": ref, "raw_base64": b64})
-		}
-		if err != nil {
-			return rpc.Errorf(rpc.Internal, "encode raw: %v", err)
-		}
+		return setRaw(res, display, ref, text, data, isText)
 	default:
 		structured, text, elided, err := render.JSONAt(v, budget, render.TextLimit, origin)
 		if err != nil {
 			return err
 		}
 		setJSON(res, display, structured, text, elided)
+	}
+	return nil
+}
+
+// setRaw fills res with a value in format raw: its text, or its data
+// (isText false) as base64.
+func setRaw(res *ReadResult, display, ref, text string, data []byte, isText bool) error {
+	var err error
+	if isText {
+		res.Contents = []ContentItem{item(display, "text/plain", clipText(text, render.TextLimit))}
+		res.StructuredContent, err = json.Marshal(map[string]string{"ref": ref, "raw": text})
+	} else {
+		b64 := base64.StdEncoding.EncodeToString(data)
+		res.Contents = []ContentItem{item(display, "text/plain", clipText(b64, render.TextLimit))}
+		res.StructuredContent, err = json.Marshal(map[string]string{"ref": ref, "raw_base64": b64})
+	}
+	if err != nil {
+		return rpc.Errorf(rpc.Internal, "encode raw: %v", err)
 	}
 	return nil
 }

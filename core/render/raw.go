@@ -34,11 +34,15 @@ func Raw(v value.Value, ceiling int64) (text string, data []byte, isText bool, e
 	e := &emitter{limit: int(min(ceiling, int64(maxInt))), exact: true}
 	e.run(v)
 	if e.over {
-		return "", nil, false, rpc.Errorf(rpc.TooLarge,
-			"the %s's typed JSON is more than %d bytes, the raw ceiling (raw_ceiling in the kernel config); read a part of it with path and slice, or use format=json for an elided view",
-			kindName(v), ceiling)
+		return "", nil, false, rawJSONTooLarge(kindName(v), ceiling)
 	}
 	return string(e.buf), nil, true, nil
+}
+
+func rawJSONTooLarge(kind string, ceiling int64) error {
+	return rpc.Errorf(rpc.TooLarge,
+		"the %s's typed JSON is more than %d bytes, the raw ceiling (raw_ceiling in the kernel config); read a part of it with path and slice, or use format=json for an elided view",
+		kind, ceiling)
 }
 
 const maxInt = int(^uint(0) >> 1)

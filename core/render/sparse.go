@@ -3,6 +3,7 @@ package render
 import (
 	"encoding/json"
 	"fmt"
+	"unicode/utf8"
 
 	"github.com/shoal-sh/shoal/core/value"
 )
@@ -115,4 +116,28 @@ func (e *emitter) sparse(s Sparse, depth int) {
 	default:
 		panic(fmt.Sprintf("render: unknown Sparse type %T", s))
 	}
+}
+
+// RawSparse is [Raw] of a Sparse value: the same text or error, reading
+// no more of it than the ceiling allows (a string larger than the ceiling
+// is refused from its size alone).
+func RawSparse(s Sparse, ceiling int64) (text string, data []byte, isText bool, err error) {
+	if x, ok := s.(SparseStr); ok {
+		n := x.Len()
+		if int64(n) > ceiling {
+			return "", nil, false, rawTooLarge("str", int64(n), ceiling, ceiling/utf8.UTFMax)
+		}
+		// A Sparse string is valid UTF-8.
+		text, err := x.Prefix(n)
+		return text, nil, true, err
+	}
+	e := &emitter{limit: int(min(ceiling, int64(maxInt))), exact: true}
+	e.runRoot(func(e *emitter) { e.sparse(s, 0) })
+	if e.err != nil {
+		return "", nil, false, e.err
+	}
+	if e.over {
+		return "", nil, false, rawJSONTooLarge(s.Kind().String(), ceiling)
+	}
+	return string(e.buf), nil, true, nil
 }

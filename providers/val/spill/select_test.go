@@ -136,7 +136,8 @@ var (
 
 // TestSparseElisionIsWholeElision: the elided preview of a spilled value
 // read part by part (Select, then render.JSONSparse) is byte for byte the
-// preview of the whole value decoded (render.JSONAt), for many shapes,
+// preview of the whole value decoded (render.JSONAt), and its raw form
+// (render.RawSparse) the whole value's (render.Raw), for many shapes,
 // part sizes, budgets and limits, and for what paths and slices select
 // in them; a selection that fails gives the whole value's error.
 func TestSparseElisionIsWholeElision(t *testing.T) {
@@ -222,6 +223,13 @@ func checkSelect(t *testing.T, r *Reader, hash string, v value.Value, name, ps, 
 		return
 	}
 	sparseChecks++
+	for _, ceiling := range []int64{1 << 10, 50_000, 1 << 22} {
+		wt, wd, wi, werr := render.Raw(want, ceiling)
+		gt, gd, gi, gerr := render.RawSparse(got.Sparse, ceiling)
+		if (werr == nil) != (gerr == nil) || (werr != nil && werr.Error() != gerr.Error()) || gt != wt || !bytes.Equal(gd, wd) || gi != wi {
+			t.Fatalf("%s raw ceiling %d: differs from the whole value's (error %v, want %v)", what, ceiling, gerr, werr)
+		}
+	}
 	o := render.Origin{Path: p, Offset: wantOff}
 	for _, b := range selectBudgets {
 		for _, limit := range selectLimits {
