@@ -175,7 +175,7 @@ func (r *Reader) part(hash string, ix *Index, k int) (value.Value, error) {
 // loadPart is part that caches the part only when keep is set (a grep
 // passing over every part would only push out what others read).
 func (r *Reader) loadPart(hash string, ix *Index, k int, keep bool) (value.Value, error) {
-	p := ix.Parts[k]
+	p := ix.part(k)
 	key := cacheKey{hash, p.Off}
 	if c, ok := r.get(key); ok {
 		return c.v, nil
@@ -283,7 +283,7 @@ func (r *Reader) Grep(hash string, path value.Path, g value.Grep, sl *value.Slic
 		return nil, false, nil
 	}
 	v, err = g.ApplyPieces(like, func(yield func(value.Value) bool) error {
-		for k := range ix.Parts {
+		for k := range ix.nparts() {
 			pv, err := r.loadPart(hash, ix, k, false)
 			if err != nil {
 				return err
@@ -324,7 +324,7 @@ func (r *Reader) slice(hash string, ix *Index, sl value.Slice) (v value.Value, o
 	first, last := ix.partOf(a), ix.partOf(max(a, b-1))
 	span := 0
 	for k := first; k <= last; k++ {
-		span += ix.Parts[k].Len
+		span += ix.part(k).Len
 	}
 	if span > maxSpan {
 		return nil, 0, false, nil
@@ -337,7 +337,8 @@ func (r *Reader) slice(hash string, ix *Index, sl value.Slice) (v value.Value, o
 		if err != nil {
 			return nil, 0, false, err
 		}
-		lo, hi := max(a, ix.Parts[k].First)-ix.Parts[k].First, min(b, ix.end(k))-ix.Parts[k].First
+		first := ix.first(k)
+		lo, hi := max(a, first)-first, min(b, ix.end(k))-first
 		switch x := pv.(type) {
 		case value.List:
 			items = append(items, x[lo:hi]...)

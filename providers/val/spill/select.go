@@ -283,7 +283,7 @@ func (r *Reader) parts(hash string, ix *Index) *partCursor {
 
 // at returns the decoded part holding item i, and i's place in it.
 func (p *partCursor) at(i int) (value.Value, int, error) {
-	if p.k < 0 || i < p.ix.Parts[p.k].First || i >= p.ix.end(p.k) {
+	if p.k < 0 || i < p.ix.first(p.k) || i >= p.ix.end(p.k) {
 		k := p.ix.partOf(i)
 		v, err := p.r.part(p.hash, p.ix, k)
 		if err != nil {
@@ -291,7 +291,7 @@ func (p *partCursor) at(i int) (value.Value, int, error) {
 		}
 		p.k, p.v = k, v
 	}
-	return p.v, i - p.ix.Parts[p.k].First, nil
+	return p.v, i - p.ix.first(p.k), nil
 }
 
 func (p *partCursor) item(i int) (value.Value, error) {
@@ -386,11 +386,11 @@ func (n *strNode) Len() int {
 	ix := n.parts.ix
 	size := 0
 	if n.a < n.b {
-		for k := ix.partOf(n.a); k < len(ix.Parts) && ix.Parts[k].First < n.b; k++ {
-			first, end := ix.Parts[k].First, ix.end(k)
+		for k := ix.partOf(n.a); k < ix.nparts() && ix.first(k) < n.b; k++ {
+			first, end := ix.first(k), ix.end(k)
 			lo, hi := max(n.a, first), min(n.b, end)
 			if lo == first && hi == end {
-				size += ix.Parts[k].Raw
+				size += ix.part(k).Raw
 				continue
 			}
 			s, err := n.chars(lo, hi)

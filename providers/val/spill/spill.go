@@ -25,6 +25,7 @@ import (
 	"math/bits"
 	"runtime"
 	"slices"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"unicode/utf8"
@@ -57,12 +58,53 @@ type Index struct {
 	Count  int       // items, rows, or characters (Unicode scalar values)
 	Cols   []string  // a table's columns
 	Size   int64     // bytes of the whole encoding (the blob)
-	Parts  []Part    // a list's, table's or string's
+	Parts  []Part    // a list's, table's or string's, as Encode made them
 	Fields []FieldAt // a record's
 	// Raw says the parts give their decoded bytes (Part.Raw): indexes
 	// written before those were kept (format 1) do not, and a whole
 	// string read of one decodes the string.
 	Raw bool
+
+	// An index read from the store keeps its parts as the file has them,
+	// rec bytes each, and decodes one when asked (part): loading the
+	// index of a 10M-row table then checks 18,000 records in place
+	// instead of building them.
+	recs []byte
+	rec  int
+}
+
+// nparts is how many parts the index has.
+func (ix *Index) nparts() int {
+	if ix.recs != nil {
+		return len(ix.recs) / ix.rec
+	}
+	return len(ix.Parts)
+}
+
+// part returns part k.
+func (ix *Index) part(k int) Part {
+	if ix.recs == nil {
+		return ix.Parts[k]
+	}
+	r := ix.recs[k*ix.rec : (k+1)*ix.rec]
+	p := Part{
+		First: int(binary.LittleEndian.Uint64(r)),
+		Off:   int64(binary.LittleEndian.Uint64(r[8:])),
+		Len:   int(binary.LittleEndian.Uint32(r[16:])),
+	}
+	copy(p.Sum[:], r[20:52])
+	if ix.Raw {
+		p.Raw = int(binary.LittleEndian.Uint32(r[52:]))
+	}
+	return p
+}
+
+// first is part k's first item, row or character.
+func (ix *Index) first(k int) int {
+	if ix.recs == nil {
+		return ix.Parts[k].First
+	}
+	return int(binary.LittleEndian.Uint64(ix.recs[k*ix.rec:]))
 }
 
 // FieldAt is where one field of an indexed record lies in the blob: its
@@ -486,7 +528,8 @@ func (ix *Index) marshal(format1 bool) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := make([]byte, 0, len(magic)+1+8+8+4+len(cols)+4+len(ix.Parts)*partRecord)
+	np := ix.nparts()
+	b := make([]byte, 0, len(magic)+1+8+8+4+len(cols)+4+np*partRecord)
 	if format1 {
 		b = append(b, magic1...)
 	} else {
@@ -497,8 +540,9 @@ func (ix *Index) marshal(format1 bool) ([]byte, error) {
 	b = binary.LittleEndian.AppendUint64(b, uint64(ix.Size))
 	b = binary.LittleEndian.AppendUint32(b, uint32(len(cols)))
 	b = append(b, cols...)
-	b = binary.LittleEndian.AppendUint32(b, uint32(len(ix.Parts)))
-	for _, p := range ix.Parts {
+	b = binary.LittleEndian.AppendUint32(b, uint32(np))
+	for k := range np {
+		p := ix.part(k)
 		b = binary.LittleEndian.AppendUint64(b, uint64(p.First))
 		b = binary.LittleEndian.AppendUint64(b, uint64(p.Off))
 		b = binary.LittleEndian.AppendUint32(b, uint32(p.Len))
@@ -550,25 +594,20 @@ func (ix *Index) unmarshal(b []byte, depth int) error {
 	if len(b) != np*rec || np == 0 || ix.Count < 0 || ix.Size < 0 {
 		return errBadIndex
 	}
-	ix.Parts = make([]Part, np)
+	// Checked in place, a record at a time; part decodes them on demand.
 	var end int64
-	for i := range ix.Parts {
+	prev := -1
+	for i := range np {
 		r := b[i*rec:]
-		p := Part{
-			First: int(binary.LittleEndian.Uint64(r)),
-			Off:   int64(binary.LittleEndian.Uint64(r[8:])),
-			Len:   int(binary.LittleEndian.Uint32(r[16:])),
-		}
-		copy(p.Sum[:], r[20:52])
-		if ix.Raw {
-			p.Raw = int(binary.LittleEndian.Uint32(r[52:]))
-		}
-		if p.Off < end || p.Off+int64(p.Len) > ix.Size || p.First < 0 || p.First > ix.Count || (i > 0 && p.First <= ix.Parts[i-1].First) {
+		first := int(binary.LittleEndian.Uint64(r))
+		off := int64(binary.LittleEndian.Uint64(r[8:]))
+		n := int64(binary.LittleEndian.Uint32(r[16:]))
+		if off < end || off+n > ix.Size || first < 0 || first > ix.Count || first <= prev {
 			return errBadIndex
 		}
-		end = p.Off + int64(p.Len)
-		ix.Parts[i] = p
+		end, prev = off+n, first
 	}
+	ix.recs, ix.rec, ix.Parts = b, rec, nil
 	switch ix.Kind {
 	case KindList, KindTable, KindStr:
 	default:
@@ -631,8 +670,8 @@ func (ix *Index) unmarshalRecord(b []byte, depth int) error {
 
 // within reports whether every part and field of ix lies in [lo, hi).
 func (ix *Index) within(lo, hi int64) bool {
-	for _, p := range ix.Parts {
-		if p.Off < lo || p.Off+int64(p.Len) > hi {
+	for k := range ix.nparts() {
+		if p := ix.part(k); p.Off < lo || p.Off+int64(p.Len) > hi {
 			return false
 		}
 	}
@@ -656,17 +695,15 @@ func (ix *Index) field(name string) (FieldAt, bool) {
 
 // partOf returns the part holding item (row, character) i.
 func (ix *Index) partOf(i int) int {
-	k, _ := slices.BinarySearchFunc(ix.Parts, i, func(p Part, i int) int { return p.First - i })
-	if k == len(ix.Parts) || ix.Parts[k].First > i {
-		k--
-	}
-	return k
+	n := ix.nparts()
+	k := sort.Search(n, func(k int) bool { return ix.first(k) > i }) - 1
+	return max(k, 0)
 }
 
 // end returns the item after part k's last.
 func (ix *Index) end(k int) int {
-	if k+1 < len(ix.Parts) {
-		return ix.Parts[k+1].First
+	if k+1 < ix.nparts() {
+		return ix.first(k + 1)
 	}
 	return ix.Count
 }

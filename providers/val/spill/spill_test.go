@@ -67,7 +67,8 @@ func TestEncodeIsMarshal(t *testing.T) {
 		if err := ix.UnmarshalBinary(b); err != nil {
 			t.Fatal(err)
 		}
-		for k, p := range ix.Parts {
+		for k := range ix.nparts() {
+			p := ix.part(k)
 			pv, err := ix.decodePart(got[p.Off : p.Off+int64(p.Len)])
 			if err != nil {
 				t.Fatalf("%s part %d: %v", name, k, err)
