@@ -93,6 +93,7 @@ func publishOneConn(b *testing.B, callers int) {
 type rawSubscriber struct {
 	conn   net.Conn
 	frames atomic.Int64
+	reads  atomic.Int64 // reads that returned frames
 	done   chan struct{}
 }
 
@@ -123,6 +124,7 @@ func subscribeRaw(tb testing.TB, dir, channel string) *rawSubscriber {
 				}
 				seen += k
 				s.frames.Add(int64(k))
+				s.reads.Add(1)
 			}
 			if err != nil {
 				return
@@ -204,6 +206,13 @@ func BenchmarkPublishFanout(b *testing.B) {
 			base = rate
 		} else {
 			b.ReportMetric(float64(received())/float64(want), fmt.Sprintf("received-share-%d", subs))
+			var reads int64
+			for _, s := range subsList {
+				reads += s.reads.Load()
+			}
+			// How many events a write carried, roughly (a read may
+			// take more than one write).
+			b.ReportMetric(float64(received())/float64(max(reads, 1)), fmt.Sprintf("frames/read-%d", subs))
 			b.ReportMetric(rate/base, fmt.Sprintf("ratio-%d-vs-0", subs))
 		}
 		b.ReportMetric(rate, fmt.Sprintf("events/s-%d", subs))
