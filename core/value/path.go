@@ -2,6 +2,7 @@ package value
 
 import (
 	"encoding/json"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -454,10 +455,8 @@ func stepError(st step, at where, s Shape) error {
 		if !st.field {
 			return badPath("cannot index a record with [%d] at %s: use .name; fields: %s", st.index, at, nameList(s.Names))
 		}
-		for _, n := range s.Names {
-			if n == st.name {
-				return nil
-			}
+		if slices.Contains(s.Names, st.name) {
+			return nil
 		}
 		return badPath("field %q not found at %s; fields: %s", st.name, at, nameList(s.Names))
 	case KindList:
@@ -470,10 +469,8 @@ func stepError(st step, at where, s Shape) error {
 		return nil
 	case KindTable:
 		if st.field {
-			for _, n := range s.Names {
-				if n == st.name {
-					return nil
-				}
+			if slices.Contains(s.Names, st.name) {
+				return nil
 			}
 			return badPath("column %q not found at %s; columns: %s", st.name, at, nameList(s.Names))
 		}

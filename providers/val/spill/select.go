@@ -4,6 +4,7 @@ import (
 	"github.com/shoal-sh/shoal/core/render"
 	"github.com/shoal-sh/shoal/core/rpc"
 	"github.com/shoal-sh/shoal/core/value"
+	"slices"
 )
 
 // Selected is what a read selects in an indexed value: a value in memory
@@ -100,7 +101,7 @@ func (w *walk) run(ix *Index) (Selected, bool, error) {
 			p := w.r.parts(w.hash, ix)
 			if col, isField := rest.FirstField(); isField {
 				// .col is a list of the column's cells.
-				j := colIndex(ix.Cols, col)
+				j := slices.Index(ix.Cols, col)
 				rest = rest.Rest()
 				if w.n == w.path.Len() {
 					return w.column(ix, j)
@@ -190,15 +191,6 @@ func inRange(i *int, n int) bool {
 		*i += n
 	}
 	return *i >= 0 && *i < n
-}
-
-func colIndex(cols []string, name string) int {
-	for j, c := range cols {
-		if c == name {
-			return j
-		}
-	}
-	return -1
 }
 
 // cellOf is what the .col step gives for a row's cell: null when missing.
