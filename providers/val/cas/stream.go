@@ -126,17 +126,8 @@ func (w *blobWriter) Write(p []byte) (int, error) {
 	out := 0 // lent chunks not yet acknowledged
 	for len(p) > 0 && !w.failed.Load() {
 		if w.buf == nil && len(p) >= chunkSize {
-			c := p[:chunkSize]
-			w.full <- piece{b: c, lent: true}
-			out++
-			w.h.Write(c)
-			w.size += int64(len(c))
+			w.lend(piece{b: p[:chunkSize]}, &out)
 			p = p[chunkSize:]
-			// Keep at most chunkBuffers lent chunks in flight.
-			for out >= chunkBuffers {
-				<-w.lent
-				out--
-			}
 			continue
 		}
 		if w.buf == nil {
@@ -149,9 +140,7 @@ func (w *blobWriter) Write(p []byte) (int, error) {
 			w.ship()
 		}
 	}
-	for ; out > 0; out-- {
-		<-w.lent
-	}
+	w.reclaim(out)
 	if w.failed.Load() {
 		return n - len(p), errWriteFailed
 	}
@@ -169,26 +158,43 @@ func (w *blobWriter) writePieces(pieces [][]byte) error {
 			size += len(pieces[n])
 			n++
 		}
-		batch := pieces[:n:n]
+		w.lend(piece{bs: pieces[:n:n]}, &out)
 		pieces = pieces[n:]
-		w.full <- piece{bs: batch, lent: true}
-		out++
-		for _, b := range batch {
-			w.h.Write(b)
-		}
-		w.size += int64(size)
-		for out >= chunkBuffers {
-			<-w.lent
-			out--
-		}
 	}
-	for ; out > 0; out-- {
-		<-w.lent
-	}
+	w.reclaim(out)
 	if w.failed.Load() {
 		return errWriteFailed
 	}
 	return nil
+}
+
+// lend hands the writer p, a piece of the caller's memory, and hashes it
+// meanwhile; it keeps at most chunkBuffers lent pieces in flight, *out
+// counting those not yet acknowledged.
+func (w *blobWriter) lend(p piece, out *int) {
+	p.lent = true
+	w.full <- p
+	*out++
+	if p.bs == nil {
+		w.h.Write(p.b)
+		w.size += int64(len(p.b))
+	}
+	for _, b := range p.bs {
+		w.h.Write(b)
+		w.size += int64(len(b))
+	}
+	for *out >= chunkBuffers {
+		<-w.lent
+		*out--
+	}
+}
+
+// reclaim waits until the writer has acknowledged the out pieces still
+// lent, so the caller may reuse their memory.
+func (w *blobWriter) reclaim(out int) {
+	for ; out > 0; out-- {
+		<-w.lent
+	}
 }
 
 // maxBatch bounds the slices of one batch of writePieces (IOV_MAX is 1024
