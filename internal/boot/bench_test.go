@@ -553,7 +553,12 @@ func primePageCache(b *testing.B, dir string, pat []byte) {
 	}
 	defer os.Remove(f.Name())
 	defer f.Close()
-	if _, err := io.Copy(f, &repeatReader{pat: pat, n: 1 << 30}); err != nil {
+	writeSynced(b, f, pat)
+}
+
+// writeSynced writes 1 GiB of pat to f in the client's chunks and fsyncs it.
+func writeSynced(b *testing.B, f *os.File, pat []byte) {
+	if _, err := io.CopyBuffer(f, &repeatReader{pat: pat, n: 1 << 30}, make([]byte, client.BlobChunk)); err != nil {
 		b.Fatal(err)
 	}
 	if err := f.Sync(); err != nil {
@@ -647,12 +652,7 @@ func BenchmarkBlobStream(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := io.CopyBuffer(f, &repeatReader{pat: pat, n: size}, make([]byte, client.BlobChunk)); err != nil {
-			b.Fatal(err)
-		}
-		if err := f.Sync(); err != nil {
-			b.Fatal(err)
-		}
+		writeSynced(b, f, pat)
 		f.Close()
 		writeT = append(writeT, time.Since(t0))
 	}
