@@ -149,10 +149,7 @@ func (s *side) serve(c net.Conn) {
 		b, _ := json.Marshal(v)
 		_, _ = c.Write(append(b, '\n'))
 	}
-	hash, size, err := s.store.PutReader(br)
-	if err == nil {
-		err = s.store.FlushBlob(hash)
-	}
+	hash, size, err := s.store.PutReaderDurable(br)
 	if err != nil {
 		reply(map[string]any{"error": err.Error()})
 		return

@@ -200,7 +200,7 @@ func (s *Store) put(data []byte) (string, error) {
 		hash, _, err := s.store(func(w *blobWriter) error {
 			_, err := w.Write(data)
 			return err
-		})
+		}, false)
 		return hash, err
 	}
 	hash := Sum(data)
@@ -226,10 +226,29 @@ func (s *Store) put(data []byte) (string, error) {
 // is not even copied. Like [Store.Put], the blob is durable after the next
 // [Store.Flush].
 func (s *Store) PutReader(r io.Reader) (hash string, size int64, err error) {
+	return s.putReader(r, false)
+}
+
+// PutReaderDurable is PutReader followed by FlushBlob: it returns once the
+// blob is durable. The disk starts writing the bytes while they are still
+// arriving, so the wait at the end is short: the cost is close to the
+// slower of the disk and the hashing, not their sum.
+func (s *Store) PutReaderDurable(r io.Reader) (hash string, size int64, err error) {
+	hash, size, err = s.putReader(r, true)
+	if err == nil {
+		err = s.FlushBlob(hash)
+	}
+	if err != nil {
+		return "", 0, err
+	}
+	return hash, size, nil
+}
+
+func (s *Store) putReader(r io.Reader, early bool) (hash string, size int64, err error) {
 	hash, size, err = s.store(func(w *blobWriter) error {
 		_, err := io.Copy(w, r)
 		return err
-	})
+	}, early)
 	if err == nil {
 		s.stored(hash)
 	}
@@ -241,7 +260,7 @@ func (s *Store) PutReader(r io.Reader) (hash string, size int64, err error) {
 // but without copying them: batches of them are written while the ones
 // before are hashed. The slices must not change until it returns.
 func (s *Store) PutPieces(pieces [][]byte) (hash string, size int64, err error) {
-	hash, size, err = s.store(func(w *blobWriter) error { return w.writePieces(pieces) })
+	hash, size, err = s.store(func(w *blobWriter) error { return w.writePieces(pieces) }, false)
 	if err == nil {
 		s.stored(hash)
 	}

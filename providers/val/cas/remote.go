@@ -65,7 +65,7 @@ func (s *Store) fetchMissing(hash string, missing error) error {
 	got, _, err := s.store(func(w *blobWriter) error {
 		_, err := io.Copy(w, rc)
 		return err
-	})
+	}, false)
 	if err != nil {
 		return fmt.Errorf("fetch blob %s from the remote store: %w", hash, err)
 	}

@@ -34,6 +34,8 @@ type blobWriter struct {
 	done      chan error // the writer goroutine's result
 
 	failed atomic.Bool
+
+	early *earlyWriteback // nil unless the put is flushed at once
 }
 
 // piece is one chunk to write: b, or the slices of bs one after the
@@ -45,19 +47,79 @@ type piece struct {
 	lent bool
 }
 
+// len is how many bytes p holds.
+func (p piece) len() int64 {
+	n := int64(len(p.b))
+	for _, b := range p.bs {
+		n += int64(len(b))
+	}
+	return n
+}
+
+// earlyWriteback starts the disk writing a put's temp file while the put
+// is still arriving, so that the fsync a waiting caller needs finds most
+// of the bytes on disk already. Its own goroutine issues the requests,
+// which may block while the disk's queue is full: the writer never waits
+// for them.
+type earlyWriteback struct {
+	f       *os.File
+	written atomic.Int64  // bytes of f written so far
+	note    chan struct{} // written moved
+	done    chan struct{}
+}
+
+// writebackStep is how many written bytes gather before writeback of them
+// is asked for: a few requests per second of a fast disk, not one per
+// chunk.
+const writebackStep = 8 << 20
+
+func startEarlyWriteback(f *os.File) *earlyWriteback {
+	e := &earlyWriteback{f: f, note: make(chan struct{}, 1), done: make(chan struct{})}
+	go func() {
+		defer close(e.done)
+		var started int64
+		for range e.note {
+			if w := e.written.Load(); w-started >= writebackStep {
+				startWriteback(f, started, w-started)
+				started = w
+			}
+		}
+	}()
+	return e
+}
+
+// advance says the first off bytes of the file are written.
+func (e *earlyWriteback) advance(off int64) {
+	e.written.Store(off)
+	select {
+	case e.note <- struct{}{}:
+	default:
+	}
+}
+
+// stop ends the goroutine once its last request is made; the caller
+// makes sure advance is not called any more.
+func (e *earlyWriteback) stop() {
+	close(e.note)
+	<-e.done
+}
+
 // chunkBuffers is how many chunk buffers circulate: one being filled, one
 // being written, one spare so neither side waits on the other.
 const chunkBuffers = 3
 
 var errWriteFailed = errors.New("write failed")
 
-func (s *Store) newBlobWriter(f *os.File) *blobWriter {
+func (s *Store) newBlobWriter(f *os.File, early bool) *blobWriter {
 	w := &blobWriter{
 		s: s, f: f, h: blake3.New(),
 		free: make(chan []byte, chunkBuffers),
 		full: make(chan piece, chunkBuffers),
 		lent: make(chan struct{}, chunkBuffers),
 		done: make(chan error, 1),
+	}
+	if early && !s.noSync {
+		w.early = startEarlyWriteback(f)
 	}
 	go w.writeLoop()
 	return w
@@ -78,13 +140,14 @@ func (w *blobWriter) newBuffer() []byte {
 	return (<-w.free)[:0]
 }
 
-// writeLoop writes the chunks in order. It asks the kernel for nothing
-// more: the syncer's fsync starts the writeback when the put has returned
-// (hinting each chunk with sync_file_range as it is written cost the put
-// a third of its speed on a 2-core machine and gained the durable put
-// nothing measurable; see docs/store.md).
+// writeLoop writes the chunks in order. For a put that returns before it
+// is durable it asks the kernel for nothing more: the syncer's fsync starts
+// the writeback when the put has returned (hinting chunks as they are
+// written slows such a put and gains it nothing; see docs/store.md). A put
+// whose caller waits for the fsync has its writeback started as it goes.
 func (w *blobWriter) writeLoop() {
 	var werr error
+	var off int64
 	for p := range w.full {
 		if werr == nil {
 			var err error
@@ -96,6 +159,10 @@ func (w *blobWriter) writeLoop() {
 			if err != nil {
 				werr = err
 				w.failed.Store(true)
+			}
+			off += p.len()
+			if w.early != nil {
+				w.early.advance(off)
 			}
 		}
 		if p.lent {
@@ -237,7 +304,11 @@ func (w *blobWriter) close() (string, error) {
 		w.ship()
 	}
 	close(w.full)
-	if err := <-w.done; err != nil {
+	err := <-w.done
+	if w.early != nil {
+		w.early.stop()
+	}
+	if err != nil {
 		return "", err
 	}
 	return hex.EncodeToString(w.h.Sum(nil)), nil
@@ -245,12 +316,14 @@ func (w *blobWriter) close() (string, error) {
 
 // store writes everything src produces into a temp file while hashing it,
 // then completes the put. src feeds the writer (io.Copy or one Write).
-func (s *Store) store(src func(w *blobWriter) error) (hash string, size int64, err error) {
+// With early, the disk starts writing the bytes as they come (see
+// earlyWriteback), for a caller that waits for the fsync.
+func (s *Store) store(src func(w *blobWriter) error, early bool) (hash string, size int64, err error) {
 	f, err := s.createTemp()
 	if err != nil {
 		return "", 0, err
 	}
-	w := s.newBlobWriter(f)
+	w := s.newBlobWriter(f, early)
 	srcErr := src(w)
 	hash, werr := w.close()
 	if werr != nil {
