@@ -12,6 +12,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/shoal-sh/shoal/internal/fdpass"
 )
 
 // Domain is one session's confinement: its rules and the worker that
@@ -191,7 +193,7 @@ func StartWorker(rules Rules) (*Worker, error) {
 	timeout := syscall.Timeval{Sec: 30}
 	syscall.SetsockoptTimeval(int(mine), syscall.SOL_SOCKET, syscall.SO_RCVTIMEO, &timeout)
 	fdsIn, err := rcv.next(&ready)
-	closeAll(fdsIn)
+	fdpass.Close(fdsIn)
 	syscall.SetsockoptTimeval(int(mine), syscall.SOL_SOCKET, syscall.SO_RCVTIMEO, &syscall.Timeval{})
 	if err != nil || ready.Op != "ready" || ready.Ready == nil {
 		w.kill()
@@ -243,12 +245,12 @@ func (w *Worker) read(rcv *receiver) {
 			delete(w.pending, r.ID)
 			w.mu.Unlock()
 			if ch == nil {
-				closeAll(fds)
+				fdpass.Close(fds)
 				continue
 			}
 			ch <- answer{r: r, fds: fds}
 		case "exit":
-			closeAll(fds)
+			fdpass.Close(fds)
 			w.mu.Lock()
 			p := w.procs[r.Pid]
 			delete(w.procs, r.Pid)
@@ -260,7 +262,7 @@ func (w *Worker) read(rcv *receiver) {
 				p.finish(syscall.WaitStatus(r.Status), nil)
 			}
 		default:
-			closeAll(fds)
+			fdpass.Close(fds)
 		}
 	}
 }
@@ -326,11 +328,11 @@ func (w *Worker) Open(path string, flag int, perm os.FileMode) (*os.File, error)
 		err = a.r.err()
 	}
 	if err != nil {
-		closeAll(a.fds)
+		fdpass.Close(a.fds)
 		return nil, &os.PathError{Op: "open", Path: path, Err: err}
 	}
 	if len(a.fds) != 1 {
-		closeAll(a.fds)
+		fdpass.Close(a.fds)
 		return nil, &os.PathError{Op: "open", Path: path, Err: errors.New("sandbox worker sent no descriptor")}
 	}
 	return os.NewFile(uintptr(a.fds[0]), path), nil
@@ -355,13 +357,13 @@ func (w *Worker) Start(s Spec) (*Proc, error) {
 		err = a.r.err()
 	}
 	if err != nil {
-		closeAll(a.fds)
+		fdpass.Close(a.fds)
 		return nil, err
 	}
 	p := &Proc{Pid: a.r.Pid, PidFD: -1, w: w, exited: make(chan struct{})}
 	if len(a.fds) > 0 {
 		p.PidFD = a.fds[0]
-		closeAll(a.fds[1:])
+		fdpass.Close(a.fds[1:])
 	}
 	w.mu.Lock()
 	if st, ok := w.early[p.Pid]; ok {

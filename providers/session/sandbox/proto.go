@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"net"
 	"syscall"
+
+	"github.com/shoal-sh/shoal/internal/fdpass"
 )
 
 // The kernel and its worker talk over a SOCK_SEQPACKET socket pair: one
@@ -124,23 +126,23 @@ func newReceiver(c msgConn) *receiver {
 func (r *receiver) next(v any) (fds []int, err error) {
 	n, oobn, _, _, err := r.c.ReadMsgUnix(r.buf, r.oob)
 	if oobn > 0 {
-		fds = parseRights(r.oob[:oobn])
+		fds = fdpass.Rights(r.oob[:oobn])
 	}
 	if err != nil {
-		closeAll(fds)
+		fdpass.Close(fds)
 		return nil, err
 	}
 	if n == 0 {
-		closeAll(fds)
+		fdpass.Close(fds)
 		return nil, errEOF
 	}
 	if n < 4 {
-		closeAll(fds)
+		fdpass.Close(fds)
 		return nil, errors.New("sandbox: short packet")
 	}
 	total := int(binary.BigEndian.Uint32(r.buf[:4]))
 	if total > maxMessage {
-		closeAll(fds)
+		fdpass.Close(fds)
 		return nil, errors.New("sandbox: message over the limit")
 	}
 	msg := make([]byte, 0, total)
@@ -148,11 +150,11 @@ func (r *receiver) next(v any) (fds []int, err error) {
 	for len(msg) < total {
 		m, err := r.c.Read(r.buf)
 		if err != nil {
-			closeAll(fds)
+			fdpass.Close(fds)
 			return nil, err
 		}
 		if m == 0 {
-			closeAll(fds)
+			fdpass.Close(fds)
 			return nil, errEOF
 		}
 		msg = append(msg, r.buf[:m]...)
@@ -163,36 +165,13 @@ func (r *receiver) next(v any) (fds []int, err error) {
 		err = json.Unmarshal(msg, v)
 	}
 	if err != nil {
-		closeAll(fds)
+		fdpass.Close(fds)
 		return nil, fmt.Errorf("sandbox: bad message: %w", err)
 	}
 	return fds, nil
 }
 
 var errEOF = errors.New("sandbox: connection closed")
-
-func parseRights(oob []byte) []int {
-	msgs, err := syscall.ParseSocketControlMessage(oob)
-	if err != nil {
-		return nil
-	}
-	var fds []int
-	for i := range msgs {
-		if got, err := syscall.ParseUnixRights(&msgs[i]); err == nil {
-			fds = append(fds, got...)
-		}
-	}
-	for _, fd := range fds {
-		syscall.CloseOnExec(fd)
-	}
-	return fds
-}
-
-func closeAll(fds []int) {
-	for _, fd := range fds {
-		syscall.Close(fd)
-	}
-}
 
 // blockingConn is a SOCK_SEQPACKET descriptor used with plain blocking
 // system calls, for the worker: its one reader sits in recvmsg on its own

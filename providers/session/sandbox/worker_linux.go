@@ -16,6 +16,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/shoal-sh/shoal/internal/fdpass"
 	"golang.org/x/sys/unix"
 )
 
@@ -102,16 +103,16 @@ func (w *worker) serve() {
 		}
 		switch req.Op {
 		case "open":
-			closeAll(fds)
+			fdpass.Close(fds)
 			w.open(&req)
 		case "spawn":
 			w.spawn(&req, fds)
-			closeAll(fds)
+			fdpass.Close(fds)
 		case "close":
-			closeAll(fds)
+			fdpass.Close(fds)
 			return
 		default:
-			closeAll(fds)
+			fdpass.Close(fds)
 			w.write(&reply{Op: "reply", ID: req.ID, Err: "unknown request " + strconv.Quote(req.Op)})
 		}
 	}
