@@ -117,6 +117,11 @@ type BlobPutTicket struct {
 type StreamTicket struct {
 	Socket string `json:"socket"`
 	Ticket string `json:"ticket"`
+	// File says a put may hand over an open regular file instead of its
+	// bytes: "<ticket> fd" and a newline sent with the descriptor
+	// (SCM_RIGHTS). The kernel reads the file itself, from its offset to
+	// its end.
+	File bool `json:"file,omitempty"`
 }
 
 // BlobPut is blob.put's answer once the blob is stored.

@@ -581,6 +581,21 @@ func TestBlobChunks(t *testing.T) {
 	if n, err := c.BlobGet(ctx, res.Ref, &got); err != nil || n != int64(len(data)) || !bytes.Equal(got.Bytes(), data) {
 		t.Fatalf("get: %d bytes, %v", n, err)
 	}
+	// An open file is handed over and read by the kernel from its offset:
+	// the same blob.
+	src := filepath.Join(t.TempDir(), "src")
+	if err := os.WriteFile(src, append([]byte("skipped"), data...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	f.Seek(int64(len("skipped")), io.SeekStart)
+	if fres, err := c.BlobPut(ctx, f); err != nil || fres.Hash != res.Hash {
+		t.Fatalf("put of a file: %+v %v, want %s", fres, err, res.Hash)
+	}
 	var first struct{ Upload string }
 	if err := c.Call(ctx, "blob.put", map[string]any{"text": "ab", "more": true}, &first); err != nil || first.Upload == "" {
 		t.Fatalf("first chunk: %+v %v", first, err)

@@ -1,7 +1,7 @@
 package val
 
 import (
-	"bufio"
+	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -131,30 +132,84 @@ func (s *side) accept() {
 // serve runs one transfer.
 func (s *side) serve(c net.Conn) {
 	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
-	br := bufio.NewReaderSize(c, 64<<10)
-	line, err := br.ReadSlice('\n')
+	id, rest, src, err := readTicketLine(c)
 	if err != nil {
 		return
 	}
-	t, ok := s.take(string(line[:len(line)-1]))
+	if src != nil {
+		defer src.Close()
+	}
+	t, ok := s.take(id)
 	if !ok {
 		return
 	}
 	_ = c.SetReadDeadline(time.Time{})
-	if !t.put {
-		s.sendBlob(c, t.hash)
-		return
-	}
 	reply := func(v any) {
 		b, _ := json.Marshal(v)
 		_, _ = c.Write(append(b, '\n'))
 	}
-	hash, size, err := s.store.PutReaderDurable(br)
+	if !t.put {
+		if src != nil {
+			return
+		}
+		s.sendBlob(c, t.hash)
+		return
+	}
+	var r io.Reader = io.MultiReader(bytes.NewReader(rest), c)
+	if src != nil { // anything sent after the line is not read
+		if fi, err := src.Stat(); err != nil || !fi.Mode().IsRegular() {
+			reply(map[string]any{"error": "blob.put: the descriptor handed over is not a regular file; send its bytes instead"})
+			return
+		}
+		r = src
+	}
+	hash, size, err := s.store.PutReaderDurable(r)
 	if err != nil {
 		reply(map[string]any{"error": err.Error()})
 		return
 	}
 	reply(BlobPutResult{Ref: cas.Ref(hash), Hash: hash, Size: size})
+}
+
+// maxTicketLine bounds the first line of a transfer.
+const maxTicketLine = 256
+
+// readTicketLine reads a transfer's first line: the ticket, and " fd"
+// when a descriptor came with it. It returns the bytes that followed the
+// line in the same reads, and the file handed over, if any. Descriptors
+// that came on a line that does not announce one, or more than one, are
+// closed and the transfer refused.
+func readTicketLine(c net.Conn) (id string, rest []byte, src *os.File, err error) {
+	uc, ok := c.(*net.UnixConn)
+	if !ok {
+		return "", nil, nil, errors.New("not a unix socket")
+	}
+	buf := make([]byte, 4<<10)
+	oob := make([]byte, 64) // room for a few descriptors' control message
+	var fds []int
+	n := 0
+	for {
+		k, ko, _, _, rerr := uc.ReadMsgUnix(buf[n:], oob)
+		n += k
+		if ko > 0 {
+			fds = append(fds, parseRights(oob[:ko])...)
+		}
+		if i := bytes.IndexByte(buf[:n], '\n'); i >= 0 {
+			line, fdMode := strings.CutSuffix(string(buf[:i]), " fd")
+			if fdMode && len(fds) == 1 {
+				return line, buf[i+1 : n], os.NewFile(uintptr(fds[0]), "blob source"), nil
+			}
+			closeFDs(fds)
+			if fdMode || len(fds) > 0 {
+				return "", nil, nil, errors.New("a descriptor was announced and not sent, or sent and not announced")
+			}
+			return line, buf[i+1 : n], nil, nil
+		}
+		if rerr != nil || n >= maxTicketLine {
+			closeFDs(fds)
+			return "", nil, nil, errors.New("no ticket line")
+		}
+	}
 }
 
 // sendBlob writes blob hash to c, by sendfile(2). A file the store knows

@@ -6,6 +6,7 @@ import (
 	"os"
 	"syscall"
 
+	"github.com/shoal-sh/shoal/internal/fdpass"
 	"golang.org/x/sys/unix"
 )
 
@@ -47,3 +48,11 @@ func sendFile(c net.Conn, f *os.File, off, n int64) error {
 	}
 	return serr
 }
+
+// sideFiles says a put on the side socket may hand over a file's
+// descriptor (see wire.StreamTicket.File).
+const sideFiles = true
+
+func parseRights(oob []byte) []int { return fdpass.Rights(oob) }
+
+func closeFDs(fds []int) { fdpass.Close(fds) }

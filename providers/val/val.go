@@ -381,7 +381,9 @@ func (p *Provider) blobPut(ctx context.Context, c *core.Caller, params json.RawM
 		if p.side == nil {
 			return nil, rpc.Errorf(rpc.Unavailable, "blob.put: the side socket is off on this kernel; send chunks (\"more\": true, then \"upload\")")
 		}
-		return wire.BlobPutTicket{Stream: p.side.issue(ticket{put: true})}, nil
+		st := p.side.issue(ticket{put: true})
+		st.File = sideFiles
+		return wire.BlobPutTicket{Stream: st}, nil
 	}
 	switch {
 	case data != nil:
