@@ -5,8 +5,10 @@ import (
 	"os"
 )
 
-// blobPutCommand stores a file of any size in the content store, in
-// chunks; the kernel holds one chunk at a time.
+// blobPutCommand stores a file of any size in the content store: a
+// regular file is handed to the kernel, which reads it; other input is
+// streamed on the side socket (or sent in chunks). The kernel holds at
+// most a few chunks of it at a time.
 func blobPutCommand() *command {
 	return &command{name: "blob put", args: "FILE", short: "store a file (any size) in the content store; prints its val:blake3 ref",
 		run: func(x *invocation, pos []string) error {
