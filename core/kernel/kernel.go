@@ -111,6 +111,7 @@ type Kernel struct {
 
 	mu       sync.Mutex
 	listener net.Listener
+	sockFile os.FileInfo // the socket file this kernel made, for removeSocket
 	conns    map[uint64]*conn
 	perUID   map[uint32]int
 	// acceptLogged is when a failed accept was last logged (Serve only).
@@ -332,8 +333,9 @@ func (k *Kernel) Serve(ctx context.Context) error {
 		k.shutdown()
 		return err
 	}
+	fi, _ := os.Lstat(k.socket)
 	k.mu.Lock()
-	k.listener = l
+	k.listener, k.sockFile = l, fi
 	k.mu.Unlock()
 	k.log.Info("kernel serving", "socket", k.socket, "state_dir", k.stateDir, "pid", os.Getpid())
 	go func() {
@@ -415,6 +417,7 @@ func (k *Kernel) shutdown() {
 	if k.plugins != nil {
 		k.plugins.Close()
 	}
+	k.removeSocket()
 	if k.lock != nil {
 		k.lock.Close()
 	}

@@ -420,3 +420,50 @@ func TestEventsReadNegativeLimit(t *testing.T) {
 		}
 	}
 }
+
+// slowClose is the fake provider with a Close that waits, as a session's
+// workers take a moment to exit.
+type slowClose struct {
+	tableProvider
+	closing, release chan struct{}
+}
+
+func (p slowClose) Close() error {
+	close(p.closing)
+	<-p.release
+	return nil
+}
+
+// TestSocketOutlivesProviders: while a provider is still closing, the
+// socket stays (refusing connections) and the state dir stays held; the
+// socket is gone only once everything has closed, and then the state dir
+// is free for the next kernel.
+func TestSocketOutlivesProviders(t *testing.T) {
+	dir := shortDir(t)
+	p := slowClose{closing: make(chan struct{}), release: make(chan struct{})}
+	k, err := kernel.New(kernel.Options{StateDir: dir}, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := testkernel.Serve(t, k)
+	sock := k.Socket()
+	stopped := make(chan struct{})
+	go func() {
+		stop()
+		close(stopped)
+	}()
+	<-p.closing
+	if _, err := os.Lstat(sock); err != nil {
+		t.Errorf("socket gone while a provider was still closing: %v", err)
+	}
+	var already *kernel.AlreadyRunningError
+	if _, err := kernel.New(kernel.Options{StateDir: dir}); !errors.As(err, &already) {
+		t.Errorf("state dir not held while a provider was closing: %v", err)
+	}
+	close(p.release)
+	<-stopped
+	if _, err := os.Lstat(sock); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("socket left after the kernel stopped: %v", err)
+	}
+	start(t, dir)
+}

@@ -96,6 +96,24 @@ func listenSocket(path string) (net.Listener, error) {
 		l.Close()
 		return nil, fmt.Errorf("restrict socket: %w", err)
 	}
-	l.(*net.UnixListener).SetUnlinkOnClose(true)
+	// The socket outlives the listener: shutdown removes it only once every
+	// provider has closed (no session worker left), so a socket that is
+	// gone means a kernel that is gone.
+	l.(*net.UnixListener).SetUnlinkOnClose(false)
 	return l, nil
+}
+
+// removeSocket removes the socket file this kernel listened on, unless it
+// is not that file any more (another kernel, on another state dir, took
+// the path over after the listener closed).
+func (k *Kernel) removeSocket() {
+	k.mu.Lock()
+	made := k.sockFile
+	k.mu.Unlock()
+	if made == nil {
+		return
+	}
+	if fi, err := os.Lstat(k.socket); err == nil && os.SameFile(fi, made) {
+		_ = os.Remove(k.socket)
+	}
 }
