@@ -652,11 +652,10 @@ func (r *repeatReader) Read(p []byte) (int, error) {
 // cache: the file was just written). put streams the bytes from a reader;
 // put-file puts a file of new bytes already in the page cache, which the
 // client hands over for the kernel to read (`shoal blob put FILE`). get is
-// the blob the kernel wrote
-// itself (sent unhashed); get-checking the same blob after its file's
-// times changed, which the kernel hashes while it sends. It reports the
-// process's peak RSS growth (target ≤ 64 MiB; the client's buffers are in
-// it too).
+// the blob the kernel wrote itself (sent unhashed); get-checking the same
+// blob after its file's times changed, which the kernel hashes while it
+// sends. It reports the process's peak RSS growth (target ≤ 64 MiB; the
+// client's buffers are in it too) and the CPU each write cost.
 //
 // The two writes are made to meet the same memory. On the VMs here the
 // host takes back guest memory that stays free for a moment (virtio

@@ -53,6 +53,7 @@ func sendFile(c net.Conn, f *os.File, off, n int64) error {
 // descriptor (see wire.StreamTicket.File).
 const sideFiles = true
 
+// parseRights returns the descriptors received in oob (see fdpass).
 func parseRights(oob []byte) []int { return fdpass.Rights(oob) }
 
 func closeFDs(fds []int) { fdpass.Close(fds) }

@@ -53,10 +53,6 @@ func dial(ctx context.Context, t *wire.StreamTicket) (*net.UnixConn, error) {
 	return uc, nil
 }
 
-// putStream sends r's bytes on the side socket, or, when r is a regular
-// file and the kernel takes one, the file itself: the kernel then reads
-// it without the bytes crossing the socket (two copies fewer, and none of
-// this process's time).
 // regularFile returns r when it is an open regular file, else nil.
 func regularFile(r io.Reader) *os.File {
 	f, ok := r.(*os.File)
@@ -93,6 +89,10 @@ func dialFile(ctx context.Context, t *wire.StreamTicket, f *os.File) (*net.UnixC
 	return uc, nil
 }
 
+// putStream sends r's bytes on the side socket, or, when r is a regular
+// file and the kernel takes one, the file itself: the kernel then reads
+// it without the bytes crossing the socket (two copies fewer, and none of
+// this process's time).
 func putStream(ctx context.Context, t *wire.StreamTicket, r io.Reader) (*BlobPutResult, error) {
 	var f *os.File
 	if t.File {

@@ -80,7 +80,7 @@ func startEarlyWriteback(f *os.File) *earlyWriteback {
 		var started int64
 		for range e.note {
 			if w := e.written.Load(); w-started >= writebackStep {
-				startWriteback(f, started, w-started)
+				startWriteback(e.f, started, w-started)
 				started = w
 			}
 		}
