@@ -360,9 +360,6 @@ func (r *Router) Read(ctx context.Context, c *Caller, u *uri.URI, o ReadOptions)
 		if err != nil {
 			return nil, err
 		}
-		if partRead && content != nil && content.Sparse != nil && format == render.FormatRender {
-			partRead = false // render takes the whole value
-		}
 	}
 	if !partRead {
 		if content, err = p.Read(ctx, c, u); err != nil {
@@ -385,7 +382,16 @@ func (r *Router) Read(ctx context.Context, c *Caller, u *uri.URI, o ReadOptions)
 			}
 			return res, setRaw(res, display, content.Ref, text, data, isText)
 		}
-		structured, text, elided, err := render.JSONSparse(content.Sparse, budget, render.TextLimit, render.Origin{Path: path, Offset: partOffset})
+		origin := render.Origin{Path: path, Offset: partOffset}
+		if format == render.FormatRender {
+			text, err := render.RenderSparse(content.Sparse, render.TextLimit, origin)
+			if err != nil {
+				return nil, err
+			}
+			setRender(res, display, content.Ref, text)
+			return res, nil
+		}
+		structured, text, elided, err := render.JSONSparse(content.Sparse, budget, render.TextLimit, origin)
 		if err != nil {
 			return nil, err
 		}
@@ -449,15 +455,19 @@ func renderRecord(content *Content, record any, format render.Format, display st
 	}
 }
 
+// setRender fills res with the human text of a value (format=render).
+func setRender(res *ReadResult, display, ref, text string) {
+	res.Contents = []ContentItem{item(display, "text/plain", text)}
+	res.StructuredContent, _ = json.Marshal(map[string]string{"ref": ref, "render": text})
+}
+
 // renderValue fills res's contents and structured content with the
 // selected value v in format (json within budget, render, or raw up to
 // the router's RawCeiling).
 func (r *Router) renderValue(res *ReadResult, v value.Value, format render.Format, budget render.Budget, origin render.Origin, display, ref string) error {
 	switch format {
 	case render.FormatRender:
-		text := render.RenderAt(v, render.TextLimit, origin)
-		res.Contents = []ContentItem{item(display, "text/plain", text)}
-		res.StructuredContent, _ = json.Marshal(map[string]string{"ref": ref, "render": text})
+		setRender(res, display, ref, render.RenderAt(v, render.TextLimit, origin))
 	case render.FormatRaw:
 		text, data, isText, err := render.Raw(v, r.RawCeiling)
 		if err != nil {

@@ -27,8 +27,16 @@ func Render(v value.Value, limit int) string {
 // RenderAt is [Render] for a value reached through a path and slice; the
 // last line's path and slice refer to the addressed value.
 func RenderAt(v value.Value, limit int, o Origin) string {
+	text, _ := renderText(v, limit, o, nil)
+	return text
+}
+
+// renderText is RenderAt of v, which for the lengths in lens is a prefix
+// of the value (see textWriter.lens); it also reports whether the text
+// reached the end of such a prefix.
+func renderText(v value.Value, limit int, o Origin, lens map[string]int) (string, bool) {
 	limit = max(limit, 0)
-	w := &textWriter{origin: o}
+	w := &textWriter{origin: o, lens: lens}
 	// The last line needs room; a small limit gives it at most a quarter.
 	w.max = limit - min(limit/4, 400+2*len(o.Path.String()))
 	w.buf = make([]byte, 0, min(limit, 4096))
@@ -44,7 +52,7 @@ func RenderAt(v value.Value, limit int, o Origin) string {
 	if len(out) > limit {
 		out = out[:runeStart(out, limit)]
 	}
-	return string(out)
+	return string(out), w.exhausted
 }
 
 func trimTrailingNewline(b []byte) []byte {
@@ -69,6 +77,8 @@ const (
 	inlineMax  = 120 // characters of a nested value shown on one line
 	blockDepth = 6   // nesting shown as indented blocks; deeper is inline
 	hexLine    = 79  // bytes of one hex.Dump line, newline included
+
+	escapeWindow = 4096 // bytes looked at for the end of an escape sequence
 )
 
 type textWriter struct {
@@ -84,6 +94,50 @@ type textWriter struct {
 	short    *value.Path
 	colsCut  string // "showed c of C columns; …" for the first table that dropped columns
 	colsPath value.Path
+
+	// For a Sparse value rendered from a prefix of it ([RenderSparse]):
+	// the real lengths of the lists, tables, records and strings that were
+	// read only in part, by path, and whether the text came to the end of
+	// one of those (so the value must be read further).
+	lens      map[string]int
+	exhausted bool
+}
+
+// length is n, the length of the container or string at the current
+// path, or its real length when only a prefix of it was read.
+func (w *textWriter) length(n int) int {
+	if w.lens != nil {
+		if l, ok := w.lens[segKey(w.path)]; ok {
+			return l
+		}
+	}
+	return n
+}
+
+// reachedEnd notes that the text came to the end of the container or
+// string at the current path.
+func (w *textWriter) reachedEnd() {
+	if w.lens != nil {
+		if _, ok := w.lens[segKey(w.path)]; ok {
+			w.exhausted = true
+		}
+	}
+}
+
+// segKey names a path of segments, for textWriter.lens.
+func segKey(path []seg) string {
+	var b strings.Builder
+	for _, s := range path {
+		if s.field {
+			b.WriteByte('.')
+			b.WriteString(strconv.Quote(s.name))
+		} else {
+			b.WriteByte('[')
+			b.WriteString(strconv.Itoa(s.index))
+			b.WriteByte(']')
+		}
+	}
+	return b.String()
 }
 
 type textCut struct {
@@ -213,14 +267,14 @@ func (w *textWriter) list(l value.List, first, rest string, depth int) {
 			// wants the next page of items, not the rest of one string.
 			if i > 0 && len(p)+len(s)+1 > w.room() && len(s) < w.max/2 {
 				w.pop()
-				w.stop(textCut{what: "items", shown: i, total: len(l), page: max(i, 1)})
+				w.stop(textCut{what: "items", shown: i, total: w.length(len(l)), page: max(i, 1)})
 				return
 			}
 			w.text(p, rest, string(s))
 		default:
 			if !w.line(p, w.inline(it, inlineMax)) {
 				w.pop()
-				w.stop(textCut{what: "items", shown: i, total: len(l), page: max(i, 1)})
+				w.stop(textCut{what: "items", shown: i, total: w.length(len(l)), page: max(i, 1)})
 				return
 			}
 		}
@@ -229,6 +283,7 @@ func (w *textWriter) list(l value.List, first, rest string, depth int) {
 			return
 		}
 	}
+	w.reachedEnd()
 }
 
 func (w *textWriter) record(r *value.Record, first, rest string, depth int) {
@@ -255,7 +310,7 @@ func (w *textWriter) record(r *value.Record, first, rest string, depth int) {
 		case isComposite(f.Value), isStr && multiline(string(s)):
 			if !w.line(p, name, ":") {
 				w.pop()
-				w.stop(textCut{what: "fields", shown: i, total: len(r.Fields), next: f.Name})
+				w.stop(textCut{what: "fields", shown: i, total: w.length(len(r.Fields)), next: f.Name})
 				return
 			}
 			w.block(f.Value, rest+"  ", rest+"  ", depth+1)
@@ -265,7 +320,7 @@ func (w *textWriter) record(r *value.Record, first, rest string, depth int) {
 				w.text(label, rest+"  ", string(s))
 			} else if !w.line(label, w.inline(f.Value, inlineMax)) {
 				w.pop()
-				w.stop(textCut{what: "fields", shown: i, total: len(r.Fields), next: f.Name})
+				w.stop(textCut{what: "fields", shown: i, total: w.length(len(r.Fields)), next: f.Name})
 				return
 			}
 		}
@@ -274,6 +329,7 @@ func (w *textWriter) record(r *value.Record, first, rest string, depth int) {
 			return
 		}
 	}
+	w.reachedEnd()
 }
 
 func (w *textWriter) table(t *value.Table, first, rest string) {
@@ -333,12 +389,13 @@ func (w *textWriter) table(t *value.Table, first, rest string) {
 		w.pop()
 		if (len(cells)+2)*lineBytes(ws, ex) > w.room() {
 			w.writeTable(first, rest, header, cells, widths)
-			w.stop(textCut{what: "rows", shown: len(cells), total: len(t.Rows), page: max(len(cells), 1)})
+			w.stop(textCut{what: "rows", shown: len(cells), total: w.length(len(t.Rows)), page: max(len(cells), 1)})
 			return
 		}
 		widths, extra = ws, ex
 		cells = append(cells, cs)
 	}
+	w.reachedEnd()
 	w.writeTable(first, rest, header, cells, widths)
 }
 
@@ -408,7 +465,7 @@ func (w *textWriter) text(first, rest string, s string) {
 				n = 2 // CRLF is one line break
 			}
 			if !flush() {
-				w.stopText(chars, len(s))
+				w.stopText(chars, i, len(s))
 				return
 			}
 			i += n
@@ -418,7 +475,7 @@ func (w *textWriter) text(first, rest string, s string) {
 			// Escape sequences are dropped whole.
 			// A sequence is looked for in a bounded window, so an escape
 			// that never ends cannot make this read the whole string.
-			_, _, n, _ = ansi.DecodeSequence(s[i:min(len(s), i+4096)], ansi.NormalState, nil)
+			_, _, n, _ = ansi.DecodeSequence(s[i:min(len(s), i+escapeWindow)], ansi.NormalState, nil)
 			n = max(n, 1)
 			chars += utf8.RuneCountInString(s[i : i+n])
 			i += n
@@ -458,23 +515,31 @@ func (w *textWriter) text(first, rest string, s string) {
 				w.buf = append(w.buf, line...)
 				w.buf = append(w.buf, '\n')
 			}
-			w.stopText(chars, len(s))
+			w.stopText(chars, i, len(s))
 			return
 		}
 		line = append(line, piece...)
 		i += n
 		chars++
 	}
+	w.reachedEnd()
 	// The last line, unless the text ended with a line break.
 	if len(s) == 0 || s[len(s)-1] != '\n' && s[len(s)-1] != '\r' {
 		if !flush() {
-			w.stopText(chars, len(s))
+			w.stopText(chars, len(s), len(s))
 		}
 	}
 }
 
-func (w *textWriter) stopText(chars, size int) {
-	w.stop(textCut{what: "characters", shown: chars, total: -1, size: size, page: max(chars, strFloor)})
+// stopText ends the text at byte at of a string of size bytes, having
+// shown chars characters. A stop this near the end of a prefix read of a
+// longer string may have looked at too little of it (a line break or
+// escape sequence cut by the prefix's end), so the string is read further.
+func (w *textWriter) stopText(chars, at, size int) {
+	if at+escapeWindow+1 > size {
+		w.reachedEnd()
+	}
+	w.stop(textCut{what: "characters", shown: chars, total: -1, size: w.length(size), page: max(chars, strFloor)})
 }
 
 // inline renders v on one line of at most width characters, shortening it

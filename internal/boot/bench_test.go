@@ -215,7 +215,8 @@ func BenchmarkExecLargeOutput(b *testing.B) {
 // (target ≤ 64 MiB). Reads that parts answer only in part, the renderer
 // reading the rest as its preview reaches (see render.JSONSparse), are
 // timed the same way, a cold one after the part cache was emptied: the
-// whole value (no path), the whole stdout of the record (path=.stdout),
+// whole value (no path; and as human text, format=render, see
+// render.RenderSparse), the whole stdout of the record (path=.stdout),
 // a whole column (path=.name), a slice spanning far more than 16 MiB of
 // encoding (slice=i..), and paths that fail: out of range (no part read)
 // or inside a row (one part read). The -first forms' cold reads find no
@@ -292,6 +293,9 @@ func BenchmarkColdPartRead(b *testing.B) {
 		}{
 			{"whole", "", hasRow0},
 			{"whole-column", "?path=.name", hasRow0},
+			{"render", "?format=render", func(r *client.ReadResult, err error) bool {
+				return err == nil && strings.Contains(string(r.StructuredContent), "row 0")
+			}},
 			{"missing-row", fmt.Sprintf("?path=[%d].name", rows), isBadPath},
 		} {
 			b.Run(form.name, func(b *testing.B) {
@@ -386,6 +390,9 @@ func BenchmarkColdPartRead(b *testing.B) {
 			check        func(*client.ReadResult, error) bool
 		}{
 			{"whole", e.Ref, hasLine},
+			{"render", e.Ref + "?format=render", func(r *client.ReadResult, err error) bool {
+				return err == nil && strings.Contains(string(r.StructuredContent), "line")
+			}},
 			{"record-whole", rec.Ref, hasLine},
 			{"stdout", rec.Ref + "?path=.stdout", hasLine},
 			{"missing-field", rec.Ref + "?path=.nope", isBadPath},

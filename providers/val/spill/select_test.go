@@ -106,7 +106,11 @@ func shapes() map[string]value.Value {
 		"str-multibyte":  str(1<<16+5, "é✓𝄞"),
 		"str-escapes":    str(80000, "\"\\\n\t\x01\u2028 "),
 		"str-limit-edge": str(render.TextLimit-420, "0123456789"),
-		"str-200k":       str(200000, "line ünïcødé\n"),
+		// Escape sequences take input and give no text: a render of this
+		// reads past its first prefix.
+		"str-ansi": value.Str(strings.Repeat("\x1b[31m\x1b[0m", 30000) + strings.Repeat("shown\r\n", 20000)),
+		"str-crlf": str(150000, "ab\r\n"),
+		"str-200k": str(200000, "line ünïcødé\n"),
 		"record": value.NewRecord(
 			value.F("exit", value.Int(0)),
 			value.F("stdout", tv["str"]),
@@ -136,8 +140,9 @@ var (
 
 // TestSparseElisionIsWholeElision: the elided preview of a spilled value
 // read part by part (Select, then render.JSONSparse) is byte for byte the
-// preview of the whole value decoded (render.JSONAt), and its raw form
-// (render.RawSparse) the whole value's (render.Raw), for many shapes,
+// preview of the whole value decoded (render.JSONAt), its human text
+// (render.RenderSparse) the whole value's (render.RenderAt), and its raw
+// form (render.RawSparse) the whole value's (render.Raw), for many shapes,
 // part sizes, budgets and limits, and for what paths and slices select
 // in them; a selection that fails gives the whole value's error.
 func TestSparseElisionIsWholeElision(t *testing.T) {
@@ -223,6 +228,17 @@ func checkSelect(t *testing.T, r *Reader, hash string, v value.Value, name, ps, 
 		return
 	}
 	sparseChecks++
+	// Rendered first: the raw reads below would fill the cache with every
+	// part, and a Sparse string gives more than it was asked for of what
+	// is cached.
+	o := render.Origin{Path: p, Offset: wantOff}
+	for _, limit := range selectLimits {
+		wt := render.RenderAt(want, limit, o)
+		gt, err := render.RenderSparse(got.Sparse, limit, o)
+		if err != nil || gt != wt {
+			t.Fatalf("%s render limit %d: differs from the whole value's (%v)\n got %.600q\nwant %.600q", what, limit, err, gt, wt)
+		}
+	}
 	for _, ceiling := range []int64{1 << 10, 50_000, 1 << 22} {
 		wt, wd, wi, werr := render.Raw(want, ceiling)
 		gt, gd, gi, gerr := render.RawSparse(got.Sparse, ceiling)
@@ -230,7 +246,6 @@ func checkSelect(t *testing.T, r *Reader, hash string, v value.Value, name, ps, 
 			t.Fatalf("%s raw ceiling %d: differs from the whole value's (error %v, want %v)", what, ceiling, gerr, werr)
 		}
 	}
-	o := render.Origin{Path: p, Offset: wantOff}
 	for _, b := range selectBudgets {
 		for _, limit := range selectLimits {
 			ws, wt, we, werr := render.JSONAt(want, b, limit, o)
