@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"syscall"
 
 	"github.com/shoal-sh/shoal/core/rpc"
 	"github.com/shoal-sh/shoal/core/wire"
@@ -38,15 +39,29 @@ func (c *Client) BlobPut(ctx context.Context, r io.Reader) (*BlobPutResult, erro
 	return c.blobPutChunks(ctx, r)
 }
 
-// dial opens the side-socket transfer of ticket t.
-func dial(ctx context.Context, t *wire.StreamTicket) (*net.UnixConn, error) {
+// dial opens the side-socket transfer of ticket t, handing over f when it
+// is not nil.
+func dial(ctx context.Context, t *wire.StreamTicket, f *os.File) (*net.UnixConn, error) {
 	var d net.Dialer
 	nc, err := d.DialContext(ctx, "unix", t.Socket)
 	if err != nil {
 		return nil, fmt.Errorf("blob side socket: %w", err)
 	}
 	uc := nc.(*net.UnixConn)
-	if _, err := uc.Write([]byte(t.Ticket + "\n")); err != nil {
+	if f == nil {
+		_, err = uc.Write([]byte(t.Ticket + "\n"))
+	} else {
+		var rc syscall.RawConn
+		if rc, err = f.SyscallConn(); err == nil {
+			cerr := rc.Control(func(fd uintptr) {
+				_, _, err = uc.WriteMsgUnix([]byte(t.Ticket+" fd\n"), unixRights(int(fd)), nil)
+			})
+			if err == nil {
+				err = cerr
+			}
+		}
+	}
+	if err != nil {
 		uc.Close()
 		return nil, fmt.Errorf("blob side socket: %w", err)
 	}
@@ -65,30 +80,6 @@ func regularFile(r io.Reader) *os.File {
 	return f
 }
 
-// dialFile opens the side-socket transfer of ticket t handing over f.
-func dialFile(ctx context.Context, t *wire.StreamTicket, f *os.File) (*net.UnixConn, error) {
-	var d net.Dialer
-	nc, err := d.DialContext(ctx, "unix", t.Socket)
-	if err != nil {
-		return nil, fmt.Errorf("blob side socket: %w", err)
-	}
-	uc := nc.(*net.UnixConn)
-	rc, err := f.SyscallConn()
-	if err == nil {
-		cerr := rc.Control(func(fd uintptr) {
-			_, _, err = uc.WriteMsgUnix([]byte(t.Ticket+" fd\n"), unixRights(int(fd)), nil)
-		})
-		if err == nil {
-			err = cerr
-		}
-	}
-	if err != nil {
-		uc.Close()
-		return nil, fmt.Errorf("blob side socket: %w", err)
-	}
-	return uc, nil
-}
-
 // putStream sends r's bytes on the side socket, or, when r is a regular
 // file and the kernel takes one, the file itself: the kernel then reads
 // it without the bytes crossing the socket (two copies fewer, and none of
@@ -98,13 +89,7 @@ func putStream(ctx context.Context, t *wire.StreamTicket, r io.Reader) (*BlobPut
 	if t.File {
 		f = regularFile(r)
 	}
-	var uc *net.UnixConn
-	var err error
-	if f != nil {
-		uc, err = dialFile(ctx, t, f)
-	} else {
-		uc, err = dial(ctx, t)
-	}
+	uc, err := dial(ctx, t, f)
 	if err != nil {
 		return nil, err
 	}
@@ -204,7 +189,7 @@ func readChunk(r io.Reader, buf []byte) (int, error) {
 func (c *Client) BlobGet(ctx context.Context, hash string, w io.Writer) (int64, error) {
 	var st wire.BlobGetTicket
 	if err := c.Call(ctx, "blob.get", map[string]any{"hash": hash, "stream": true}, &st); err == nil && st.Stream.Ticket != "" {
-		uc, err := dial(ctx, &st.Stream)
+		uc, err := dial(ctx, &st.Stream, nil)
 		if err != nil {
 			return 0, err
 		}
