@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/shoal-sh/shoal/core/wire"
+	"github.com/shoal-sh/shoal/internal/fdpass"
 	"github.com/shoal-sh/shoal/providers/val/cas"
 )
 
@@ -192,21 +193,21 @@ func readTicketLine(c net.Conn) (id string, rest []byte, src *os.File, err error
 		k, ko, _, _, rerr := uc.ReadMsgUnix(buf[n:], oob)
 		n += k
 		if ko > 0 {
-			fds = append(fds, parseRights(oob[:ko])...)
+			fds = append(fds, fdpass.Rights(oob[:ko])...)
 		}
 		if i := bytes.IndexByte(buf[:n], '\n'); i >= 0 {
 			line, fdMode := strings.CutSuffix(string(buf[:i]), " fd")
 			if fdMode && len(fds) == 1 {
 				return line, buf[i+1 : n], os.NewFile(uintptr(fds[0]), "blob source"), nil
 			}
-			closeFDs(fds)
+			fdpass.Close(fds)
 			if fdMode || len(fds) > 0 {
 				return "", nil, nil, errors.New("a descriptor was announced and not sent, or sent and not announced")
 			}
 			return line, buf[i+1 : n], nil, nil
 		}
 		if rerr != nil || n >= maxTicketLine {
-			closeFDs(fds)
+			fdpass.Close(fds)
 			return "", nil, nil, errors.New("no ticket line")
 		}
 	}

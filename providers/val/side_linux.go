@@ -6,7 +6,6 @@ import (
 	"os"
 	"syscall"
 
-	"github.com/shoal-sh/shoal/internal/fdpass"
 	"golang.org/x/sys/unix"
 )
 
@@ -52,8 +51,3 @@ func sendFile(c net.Conn, f *os.File, off, n int64) error {
 // sideFiles says a put on the side socket may hand over a file's
 // descriptor (see wire.StreamTicket.File).
 const sideFiles = true
-
-// parseRights returns the descriptors received in oob (see fdpass).
-func parseRights(oob []byte) []int { return fdpass.Rights(oob) }
-
-func closeFDs(fds []int) { fdpass.Close(fds) }

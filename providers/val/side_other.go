@@ -11,7 +11,3 @@ func sendFile(c net.Conn, f *os.File, off, n int64) error { return copyRange(c, 
 
 // sideFiles is false here: puts send their bytes.
 const sideFiles = false
-
-func parseRights([]byte) []int { return nil }
-
-func closeFDs([]int) {}
