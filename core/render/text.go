@@ -124,20 +124,11 @@ func (w *textWriter) reachedEnd() {
 	}
 }
 
-// segKey names a path of segments, for textWriter.lens.
+// segKey names a path of segments, for textWriter.lens: the path it is
+// from the rendered value, as the emitter writes paths.
 func segKey(path []seg) string {
-	var b strings.Builder
-	for _, s := range path {
-		if s.field {
-			b.WriteByte('.')
-			b.WriteString(strconv.Quote(s.name))
-		} else {
-			b.WriteByte('[')
-			b.WriteString(strconv.Itoa(s.index))
-			b.WriteByte(']')
-		}
-	}
-	return b.String()
+	e := emitter{path: path}
+	return e.here().String()
 }
 
 type textCut struct {
