@@ -70,30 +70,35 @@ func (c *capture) Write(p []byte) (int, error) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.released {
-		return n, nil
+	if !c.released {
+		c.keep(p)
 	}
+	return n, nil
+}
+
+// keep writes p (already filtered) into buf or the tail ring; c.mu is
+// held.
+func (c *capture) keep(p []byte) {
 	c.count(p)
 	if c.tail == nil {
 		if len(c.buf)+len(p) <= c.headLimit+c.tailLimit {
 			c.grow(len(p))
 			c.buf = append(c.buf, p...)
 			c.feedAhead()
-			return n, nil
+			return
 		}
 		p = c.overflow(p)
 	}
 	if len(p) >= len(c.tail) {
 		copy(c.tail, p[len(p)-len(c.tail):])
 		c.tailPos = 0
-		return n, nil
+		return
 	}
 	for len(p) > 0 {
 		k := copy(c.tail[c.tailPos:], p)
 		p = p[k:]
 		c.tailPos = (c.tailPos + k) % len(c.tail)
 	}
-	return n, nil
 }
 
 // count accounts for p, about to be kept or dropped.

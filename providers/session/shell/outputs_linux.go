@@ -167,7 +167,7 @@ func (o *outputs) copyFD(pidfd, pid int, grace time.Duration) (drain func()) {
 			var n int
 			var err error
 			if c, ok := o.dst[s].(*capture); ok {
-				n, err = c.readFD(int(f.Fd), buf)
+				n, err = c.readFD(int(f.Fd), buf, len(buf))
 			} else if n, err = unix.Read(int(f.Fd), buf); n > 0 {
 				o.dst[s].Write(buf[:n])
 			}
@@ -227,15 +227,17 @@ func (o *outputs) copyInBackground(grace time.Duration) (drain func()) {
 	}
 }
 
-// readFD reads what fd has, up to len(scratch) bytes, into the capture:
-// straight into its buffer once the output is long (readDirect) while it
-// fits the budget and no filter rewrites it, which spares copying a long
-// output once more; otherwise into scratch and through Write (a short
-// output then gets a buffer of its own size). poll said fd is readable,
-// so the read does not block while it holds the lock.
-func (c *capture) readFD(fd int, scratch []byte) (int, error) {
+// readFD reads what fd has into the capture: straight into its buffer,
+// up to direct bytes, once the output is long (readDirect) while it fits
+// the budget, which spares copying a long output once more; otherwise up
+// to len(scratch) bytes through scratch and Write (a short output then
+// gets a buffer of its own size). The filter sees each read as it sees
+// each Write; when it rewrites one read straight into the buffer, the
+// rewritten bytes are kept instead. poll said fd is readable, so the
+// read does not block while it holds the lock.
+func (c *capture) readFD(fd int, scratch []byte, direct int) (int, error) {
 	c.mu.Lock()
-	if c.released || c.filter != nil || c.tail != nil || len(c.buf) < readDirect || len(c.buf)+len(scratch) > c.headLimit+c.tailLimit {
+	if c.released || c.tail != nil || len(c.buf) < readDirect || len(c.buf)+direct > c.headLimit+c.tailLimit {
 		c.mu.Unlock()
 		n, err := unix.Read(fd, scratch)
 		if n > 0 {
@@ -244,13 +246,21 @@ func (c *capture) readFD(fd int, scratch []byte) (int, error) {
 		return n, err
 	}
 	defer c.mu.Unlock()
-	c.grow(len(scratch))
+	c.grow(direct)
 	at := len(c.buf)
-	n, err := unix.Read(fd, c.buf[at:at+len(scratch)])
-	if n > 0 {
-		c.count(c.buf[at : at+n])
-		c.buf = c.buf[:at+n]
-		c.feedAhead()
+	n, err := unix.Read(fd, c.buf[at:at+direct])
+	if n <= 0 {
+		return n, err
 	}
+	p := c.buf[at : at+n]
+	if c.filter != nil {
+		if q := c.filter(p); len(q) != n || &q[0] != &p[0] {
+			c.keep(q) // over p's bytes, which are not part of buf
+			return n, err
+		}
+	}
+	c.count(p)
+	c.buf = c.buf[:at+n]
+	c.feedAhead()
 	return n, err
 }

@@ -1,12 +1,30 @@
 package shell
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 )
+
+// TestFilterSeesDirectReads: the bash fallback's messages lose bash's
+// "bash: line N: " even after a long output that is read straight into
+// the capture.
+func TestFilterSeesDirectReads(t *testing.T) {
+	needBash(t)
+	e, _ := newTestEvaluator(t, nil, Options{})
+	src := `true | false; echo "${PIPESTATUS[@]}"; head -c 300000 /dev/zero | tr '\0' x >&2; echo >&2; no_such_command_here`
+	res, err := e.Run(context.Background(), src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := strings.Repeat("x", 300000) + "\nno_such_command_here: command not found\n"
+	if res.Stdout != "0 1\n" || res.Stderr != want {
+		t.Fatalf("stdout %q, stderr ending %q", res.Stdout, tail(res.Stderr))
+	}
+}
 
 // TestOutputsWithoutPidfd: when no pidfd can be opened for a process,
 // its output is copied by goroutines instead, with the same results.
