@@ -204,20 +204,31 @@ func (s *Store) put(data []byte) (string, error) {
 		return hash, err
 	}
 	hash := Sum(data)
-	if s.present(hash, int64(len(data))) {
-		return hash, nil
-	}
-	f, err := s.createTemp()
+	err := s.putKnown(hash, int64(len(data)), func(f *os.File) error {
+		_, err := f.Write(data)
+		return err
+	})
 	if err != nil {
 		return "", err
 	}
-	if _, err := f.Write(data); err != nil {
-		return "", s.abandon(f, fmt.Errorf("store blob: %w", err))
-	}
-	if err := s.finish(f, hash, int64(len(data))); err != nil {
-		return "", err
-	}
 	return hash, nil
+}
+
+// putKnown stores the size bytes write writes to a temp file as the blob
+// hash, which the caller computed from those very bytes; nothing is
+// written when the blob is there already.
+func (s *Store) putKnown(hash string, size int64, write func(f *os.File) error) error {
+	if s.present(hash, size) {
+		return nil
+	}
+	f, err := s.createTemp()
+	if err != nil {
+		return err
+	}
+	if err := write(f); err != nil {
+		return s.abandon(f, fmt.Errorf("store blob: %w", err))
+	}
+	return s.finish(f, hash, size)
 }
 
 // PutReader streams r into the store and returns the hash and size of what
@@ -265,6 +276,38 @@ func (s *Store) PutPieces(pieces [][]byte) (hash string, size int64, err error) 
 		s.stored(hash)
 	}
 	return hash, size, err
+}
+
+// PutPiecesSummed is PutPieces of slices whose hash the caller has
+// computed already, as PutPieces would return it (the blake3 of their
+// concatenation, in hex): it neither hashes them again nor, when that
+// blob is stored already, writes anything. It is for a caller that hashed
+// these very bytes as it made them (spill, hashing a command's output as
+// it arrives); a wrong hash would store the bytes under a name that is
+// not theirs, which a get that checks the blob then refuses. The slices
+// must not change until it returns.
+func (s *Store) PutPiecesSummed(pieces [][]byte, hash string) (size int64, err error) {
+	if err := ValidHash(hash); err != nil {
+		return 0, err
+	}
+	for _, p := range pieces {
+		size += int64(len(p))
+	}
+	err = s.putKnown(hash, size, func(f *os.File) error {
+		for rest := pieces; len(rest) > 0; {
+			n := min(len(rest), maxBatch)
+			if err := writeBuffers(f, rest[:n]); err != nil {
+				return err
+			}
+			rest = rest[n:]
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	s.stored(hash)
+	return size, nil
 }
 
 // present reports whether a blob of that hash and size exists or is

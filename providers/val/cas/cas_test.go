@@ -594,3 +594,42 @@ func TestPutPieces(t *testing.T) {
 	}
 	flush(t, s)
 }
+
+// TestPutPiecesSummed: pieces put with the hash their caller computed are
+// stored as PutPieces stores them, in batches past IOV_MAX too; a blob
+// already there is not written again (pieces of the same size under its
+// hash leave its bytes as they were); a malformed hash is refused.
+func TestPutPiecesSummed(t *testing.T) {
+	s := openStore(t)
+	for _, sizes := range [][]int{{}, {0}, {5}, {0, 3, 0}, {chunkSize + 7, 1, chunkSize - 1, 0, 2 * chunkSize}, slices.Repeat([]int{3}, 3*maxBatch+1)} {
+		pieces := make([][]byte, len(sizes))
+		for i, n := range sizes {
+			pieces[i] = randBytes(t, n)
+		}
+		want := bytes.Join(pieces, nil)
+		size, err := s.PutPiecesSummed(pieces, Sum(want))
+		if err != nil || size != int64(len(want)) {
+			t.Fatalf("PutPiecesSummed of %d pieces = %d, %v; want %d", len(pieces), size, err, len(want))
+		}
+		if got, err := s.Get(Sum(want)); err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("Get after PutPiecesSummed: %v", err)
+		}
+		if len(want) == 0 {
+			continue
+		}
+		other := [][]byte{randBytes(t, len(want))}
+		if _, err := s.PutPiecesSummed(other, Sum(want)); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := s.Get(Sum(want)); err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("a summed put over a stored blob rewrote it: %v", err)
+		}
+	}
+	if _, err := s.PutPiecesSummed([][]byte{[]byte("x")}, "not-a-hash"); err == nil {
+		t.Fatal("a malformed hash was accepted")
+	}
+	flush(t, s)
+	if n := len(tempFiles(t, s)); n != 0 {
+		t.Fatalf("%d temp files left", n)
+	}
+}

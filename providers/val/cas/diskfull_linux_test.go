@@ -83,6 +83,13 @@ func TestWriteErrorLeavesNothing(t *testing.T) {
 			h, _, err := s.PutReader(struct{ io.Reader }{bytes.NewReader(large)})
 			return h, err
 		},
+		"PutPiecesSummed": func() (string, error) {
+			_, err := s.PutPiecesSummed([][]byte{large[:chunkSize], large[chunkSize:]}, Sum(large))
+			if err != nil {
+				return "", err
+			}
+			return Sum(large), nil
+		},
 		"PutReader irregular writes": func() (string, error) {
 			h, _, err := s.PutReader(&pieces{data: large, sizes: []int{100, chunkSize + 1, 7}})
 			return h, err
