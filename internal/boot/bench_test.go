@@ -171,17 +171,33 @@ func benchExecTrue(b *testing.B, opts client.ExecOptions) {
 // text to stdout through the kernel (capture, clean-up, the value spilled
 // to the content store, the journal row) with os/exec running the same
 // command and capturing its stdout, interleaved in the same run (target:
-// ≤ 2×).
+// ≤ 2×). In same-bytes the command prints the same bytes every time, so
+// its blob is stored already after the first; in new-bytes each run's
+// output differs, so each is a new blob.
 func BenchmarkExecLargeOutput(b *testing.B) {
+	for _, fresh := range []bool{false, true} {
+		name := "same-bytes"
+		if fresh {
+			name = "new-bytes"
+		}
+		b.Run(name, func(b *testing.B) { benchExecLargeOutput(b, fresh) })
+	}
+}
+
+func benchExecLargeOutput(b *testing.B, fresh bool) {
 	dir := shortDir(b)
 	startKernel(b, dir)
 	c := attach(b, dir, client.Options{Principal: "agent:bench"})
 	ctx := context.Background()
-	const src = "yes 0123456789abcdefghijklmnopqrstuvwxyz0123456789abcdefghijklmnopqrstuvwxyz | head -c 10000000"
+	const line = "0123456789abcdefghijklmnopqrstuvwxyz0123456789abcdefghijklmnopqrstuvwxyz"
 	kernelLat := make([]time.Duration, 0, b.N)
 	directLat := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
+		src := "yes " + line + " | head -c 10000000"
+		if fresh {
+			src = fmt.Sprintf("yes %d-%s | head -c 10000000", i, line[:len(line)-len(strconv.Itoa(i))-1])
+		}
 		t0 := time.Now()
 		if _, err := c.Exec(ctx, src, client.ExecOptions{}); err != nil {
 			b.Fatal(err)

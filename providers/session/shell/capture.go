@@ -42,6 +42,10 @@ type capture struct {
 	// ahead, once the output is long enough (aheadFrom), encodes its
 	// parts for the content store while the run goes on.
 	ahead *spill.Ahead
+	// sumAfter, when set, is how the blob this output's text will end up
+	// in is guessed to start: its ahead then hashes the blob too (see
+	// spill.NewAheadAfter).
+	sumAfter []byte
 }
 
 const (
@@ -143,7 +147,7 @@ func (c *capture) feedAhead() {
 		return
 	}
 	if c.ahead == nil {
-		c.ahead = spill.NewAhead()
+		c.ahead = spill.NewAheadAfter(c.sumAfter)
 	}
 	c.ahead.Feed(unsafe.String(unsafe.SliceData(c.buf), len(c.buf)))
 }

@@ -3,8 +3,11 @@ package shell
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
 	"strings"
 	"testing"
+
+	"github.com/zeebo/blake3"
 
 	"github.com/shoal-sh/shoal/core/value"
 	"github.com/shoal-sh/shoal/providers/val/spill"
@@ -81,6 +84,37 @@ func TestCaptureLongProcessOutput(t *testing.T) {
 		head, tail := want[:limit/2], want[len(want)-limit/2:]
 		if !strings.HasPrefix(res.Stdout, head) || !strings.HasSuffix(res.Stdout, tail) || res.StdoutDropped != int64(len(want)-limit) {
 			t.Fatalf("cut output: %d bytes, %d dropped", len(res.Stdout), res.StdoutDropped)
+		}
+	}
+}
+
+// TestRunHashesAhead: a run that exits 0 with a long output comes with its
+// record's blob hashed while the output arrived, and that hash is the
+// blob's; one that fails has no hash ahead (its record starts otherwise).
+func TestRunHashesAhead(t *testing.T) {
+	e, _ := newTestEvaluator(t, nil, Options{})
+	for _, tc := range []struct {
+		src  string
+		want bool
+	}{
+		{"yes 0123456789abcdef | head -c 3000000", true},
+		{"yes 0123456789abcdef | head -c 3000000; false", false},
+	} {
+		res, err := e.Run(context.Background(), tc.src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := spill.EncodeAhead(res.Value, spill.PartSize, res.Ahead...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := value.Marshal(res.Value)
+		sum := blake3.Sum256(want)
+		if !bytes.Equal(got.Bytes(), want) {
+			t.Fatalf("%s: the encoding differs from Marshal", tc.src)
+		}
+		if (got.Sum != "") != tc.want || got.Sum != "" && got.Sum != hex.EncodeToString(sum[:]) {
+			t.Fatalf("%s: hash ahead %q, the blob's %x (want one: %v)", tc.src, got.Sum, sum, tc.want)
 		}
 	}
 }

@@ -127,6 +127,7 @@ func (e *Evaluator) newRun(file *syntax.File) *run {
 		marks:     make(map[string]struct{}),
 	}
 	ru.stdout.filter, ru.stderr.filter = ru.filterMessage, ru.filterErr
+	ru.stdout.sumAfter = stdoutAfter()
 	ru.scan(file)
 	if len(file.Stmts) == 1 {
 		st := file.Stmts[0]
@@ -433,6 +434,7 @@ func (ru *run) result(exit int, changedEnv []string, raw bool) *Result {
 	if p != nil {
 		res.Value, res.Builtin = p.v, true
 	} else {
+		// stdoutAfter guesses how this record's encoding starts.
 		res.Value = value.NewRecord(
 			value.F("exit", value.Int(exit)),
 			value.F("stdout", textValue(out, outText)),
@@ -473,6 +475,19 @@ func (ru *run) result(exit int, changedEnv []string, raw bool) *Result {
 	res.Denied = slices.Clone(ru.deniedPaths)
 	return res
 }
+
+// stdoutAfter is how the encoding of a run's record (see result) starts
+// when the run exits 0, up to its stdout's first character: the guess
+// under which the stdout capture hashes the record's blob while the
+// output arrives, so that little of a long output is left to hash once
+// the run ends.
+var stdoutAfter = sync.OnceValue(func() []byte {
+	b, err := spill.StrFieldAfter(value.NewRecord(value.F("exit", value.Int(0))), "stdout")
+	if err != nil {
+		panic(err)
+	}
+	return b
+})
 
 func textValue(s string, text bool) value.Value {
 	if text {

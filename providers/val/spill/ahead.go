@@ -1,10 +1,15 @@
 package spill
 
 import (
+	"bytes"
+	"encoding/hex"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"unicode/utf8"
 	"unsafe"
+
+	"github.com/zeebo/blake3"
 )
 
 // Ahead encodes the parts of a string while it is still being written (a
@@ -35,6 +40,12 @@ type Ahead struct {
 
 	mu    sync.Mutex
 	parts []aheadPart // encoded, in order
+
+	// Hashing ahead (NewAheadAfter): the blob's hash on the guess that
+	// the blob starts with after, then the fed string's quoted parts.
+	after  []byte
+	sum    *blake3.Hasher // after and parts[:summed]; nil once a part was missed
+	summed int
 }
 
 type aheadPart struct {
@@ -54,8 +65,29 @@ const aheadQueue = 1024
 
 // NewAhead starts an Ahead cutting parts of PartSize bytes. Stop must be
 // called to end its goroutine.
-func NewAhead() *Ahead {
-	a := &Ahead{partSize: PartSize, todo: make(chan aheadPart, aheadQueue), done: make(chan struct{})}
+func NewAhead() *Ahead { return newAhead(nil, aheadQueue).start() }
+
+// NewAheadAfter is NewAhead that also hashes the blob the string will be
+// part of, on the guess that the blob starts with after and goes on with
+// the string (StrFieldAfter makes such a guess): each part is hashed as
+// it is encoded, so that once the string is complete the blob's hash
+// needs only its last parts and what follows them. EncodeAhead uses the
+// hash (Encoded.Sum) only when the encoding it made starts with exactly
+// after, followed by exactly the parts hashed; otherwise the hashing was
+// work for nothing. With after nil it is NewAhead.
+func NewAheadAfter(after []byte) *Ahead { return newAhead(after, aheadQueue).start() }
+
+// newAhead makes an Ahead whose goroutine start starts.
+func newAhead(after []byte, queue int) *Ahead {
+	a := &Ahead{partSize: PartSize, todo: make(chan aheadPart, queue), done: make(chan struct{})}
+	if after != nil {
+		a.after, a.sum = slices.Clone(after), blake3.New()
+		a.sum.Write(after)
+	}
+	return a
+}
+
+func (a *Ahead) start() *Ahead {
 	go a.run()
 	return a
 }
@@ -75,6 +107,16 @@ func (a *Ahead) run() {
 		a.mu.Lock()
 		a.parts = append(a.parts, p)
 		a.mu.Unlock()
+		if a.sum != nil {
+			// Only the parts from the first, none missed, make a prefix
+			// of the blob.
+			if p.valid && p.k == a.summed {
+				a.sum.Write(p.piece)
+				a.summed++
+			} else {
+				a.sum = nil
+			}
+		}
 	}
 }
 
@@ -182,4 +224,54 @@ func use(s string, cuts []int, aheads []*Ahead) map[int]aheadPart {
 		}
 	}
 	return got
+}
+
+// summedAhead returns the hash of e's whole encoding when an Ahead hashed
+// its start: e's pieces up to the first part that Ahead encoded are the
+// bytes it guessed, and the pieces from there are the very parts it
+// hashed. The rest is hashed now. It returns "" when no Ahead did.
+func summedAhead(e *Encoded, aheads []*Ahead) string {
+	for _, a := range aheads {
+		if a == nil {
+			continue
+		}
+		a.Stop() // its goroutine no longer writes sum
+		if a.sum == nil || a.summed == 0 {
+			continue
+		}
+		parts := a.encoded()[:a.summed]
+		i := slices.IndexFunc(e.Pieces, func(b []byte) bool { return samePiece(b, parts[0].piece) })
+		if i < 0 || len(e.Pieces)-i < len(parts) || !piecesAre(e.Pieces[:i], a.after) {
+			continue
+		}
+		same := true
+		for j, p := range parts {
+			same = same && samePiece(e.Pieces[i+j], p.piece)
+		}
+		if !same {
+			continue
+		}
+		h := a.sum.Clone()
+		for _, b := range e.Pieces[i+len(parts):] {
+			h.Write(b)
+		}
+		return hex.EncodeToString(h.Sum(nil))
+	}
+	return ""
+}
+
+// samePiece reports whether a and b are the same bytes in memory.
+func samePiece(a, b []byte) bool {
+	return len(a) == len(b) && len(a) > 0 && unsafe.SliceData(a) == unsafe.SliceData(b)
+}
+
+// piecesAre reports whether the pieces one after the other are b.
+func piecesAre(pieces [][]byte, b []byte) bool {
+	for _, p := range pieces {
+		if !bytes.HasPrefix(b, p) {
+			return false
+		}
+		b = b[len(p):]
+	}
+	return len(b) == 0
 }

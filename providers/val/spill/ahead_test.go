@@ -1,10 +1,13 @@
 package spill
 
 import (
+	"encoding/hex"
 	"reflect"
 	"strings"
 	"testing"
 	"unsafe"
+
+	"github.com/zeebo/blake3"
 
 	"github.com/shoal-sh/shoal/core/value"
 )
@@ -23,18 +26,24 @@ func feedGrowing(a *Ahead, s string, step int) string {
 	return unsafe.String(unsafe.SliceData(buf), len(buf))
 }
 
+// linesOf returns at least size bytes of lines: start, then pad repeated
+// up to mod-1 times (a different length each line).
+func linesOf(size int, start, pad string, mod int) string {
+	var sb strings.Builder
+	for i := 0; sb.Len() < size; i++ {
+		sb.WriteString(start)
+		sb.WriteString(strings.Repeat(pad, i%mod))
+		sb.WriteByte('\n')
+	}
+	return sb.String()
+}
+
 // TestEncodeAheadIsEncode: a record whose string parts were encoded
 // ahead (text with multibyte characters, some parts cut mid-character)
 // encodes to exactly what Encode gives, index included, and the parts
 // encoded ahead are the ones used.
 func TestEncodeAheadIsEncode(t *testing.T) {
-	var sb strings.Builder
-	for i := 0; sb.Len() < 20*PartSize+123; i++ {
-		sb.WriteString("line ✓ \"q\" \\ 𝄞 é\t")
-		sb.WriteString(strings.Repeat("x", i%37))
-		sb.WriteByte('\n')
-	}
-	text := sb.String()
+	text := linesOf(20*PartSize+123, "line ✓ \"q\" \\ 𝄞 é\t", "x", 37)
 	for _, step := range []int{1000, 4096, 65536, len(text)} {
 		a := NewAhead()
 		s := feedGrowing(a, text, step)
@@ -110,5 +119,91 @@ func TestEncodeInvalidString(t *testing.T) {
 		if e.Index != nil || !reflect.DeepEqual(e.Bytes(), want) {
 			t.Fatal("a string that is not UTF-8 was indexed")
 		}
+	}
+}
+
+// TestAheadSum: an Ahead given the right guess of how the blob starts
+// hashes it as the parts arrive, and the hash EncodeAhead then gives is
+// the blob's; with a wrong guess, or parts of other bytes, it gives none.
+func TestAheadSum(t *testing.T) {
+	text := linesOf(12*PartSize+77, "row ✓ \"q\" \\ é\t", "y", 41)
+	after, err := StrFieldAfter(value.NewRecord(value.F("exit", value.Int(0))), "stdout")
+	if err != nil {
+		t.Fatal(err)
+	}
+	record := func(exit int, stdout string) value.Value {
+		return value.NewRecord(value.F("exit", value.Int(exit)), value.F("stdout", value.Str(stdout)), value.F("stderr", value.Str("e")))
+	}
+	for _, tc := range []struct {
+		name  string
+		after []byte
+		exit  int
+		other bool // the value holds a copy of the bytes fed
+		want  bool // a hash comes out
+	}{
+		{"right guess", after, 0, false, true},
+		{"another exit", after, 1, false, false},
+		{"guess one byte short", after[:len(after)-1], 0, false, false},
+		{"guess of another field", []byte(`{"$":"record","v":{"stdout":{"$":"str","v":"`), 0, false, false},
+		{"other bytes", after, 0, true, false},
+	} {
+		for _, step := range []int{3000, PartSize, 100000, len(text)} {
+			a := NewAheadAfter(tc.after)
+			s := feedGrowing(a, text, step)
+			if tc.other {
+				s = strings.Clone(s)
+			}
+			v := record(tc.exit, s)
+			got, err := EncodeAhead(v, PartSize, a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := Encode(v, PartSize)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got.Bytes(), want.Bytes()) {
+				t.Fatalf("%s, step %d: the encoding differs from Encode's", tc.name, step)
+			}
+			sum := blake3.Sum256(want.Bytes())
+			switch {
+			case got.Sum != "" && got.Sum != hex.EncodeToString(sum[:]):
+				t.Fatalf("%s, step %d: hash ahead %s, the blob's is %x", tc.name, step, got.Sum, sum)
+			case (got.Sum != "") != tc.want:
+				t.Fatalf("%s, step %d: hash ahead %q, want one: %v", tc.name, step, got.Sum, tc.want)
+			case want.Sum != "":
+				t.Fatalf("Encode gave a hash ahead")
+			}
+		}
+	}
+}
+
+// TestAheadSumMissedPart: when the queue was full for a part, the parts
+// hashed after it would not follow on from the ones before: the hash is
+// not used.
+func TestAheadSumMissedPart(t *testing.T) {
+	text := strings.Repeat("0123456789abcdef\n", 8*PartSize/17)
+	after, err := StrFieldAfter(value.NewRecord(value.F("exit", value.Int(0))), "stdout")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := newAhead(after, 1)
+	buf := make([]byte, 0, len(text))
+	buf = append(buf, text[:4*PartSize+10]...)
+	a.Feed(unsafe.String(unsafe.SliceData(buf), len(buf))) // part 0 queued, 1 to 3 missed
+	a.start().settle()
+	buf = append(buf, text[len(buf):]...)
+	a.Feed(unsafe.String(unsafe.SliceData(buf), len(buf))) // 4 queued, maybe more
+	a.settle()
+	v := value.NewRecord(value.F("exit", value.Int(0)), value.F("stdout", value.Str(unsafe.String(unsafe.SliceData(buf), len(buf)))))
+	got, err := EncodeAhead(v, PartSize, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ks := len(a.encoded()); ks < 2 || a.encoded()[1].k != 4 {
+		t.Fatalf("parts encoded ahead: %d, the second %+v; want 0 then 4", ks, a.encoded()[1].k)
+	}
+	if got.Sum != "" {
+		t.Fatalf("a hash ahead %s past a missed part", got.Sum)
 	}
 }

@@ -71,9 +71,13 @@ func (r *Reader) Put(v value.Value) (hash string, size int64, err error) {
 
 // PutEncoded stores an encoding made by Encode.
 func (r *Reader) PutEncoded(e *Encoded) (hash string, size int64, err error) {
-	if len(e.Pieces) == 1 {
+	switch {
+	case len(e.Pieces) == 1:
 		hash, err = r.store.Put(e.Pieces[0])
-	} else {
+	case e.Sum != "":
+		hash = e.Sum
+		_, err = r.store.PutPiecesSummed(e.Pieces, hash)
+	default:
 		hash, _, err = r.store.PutPieces(e.Pieces)
 	}
 	if err != nil {

@@ -132,6 +132,10 @@ type Encoded struct {
 	Pieces [][]byte
 	Size   int64
 	Index  *Index // nil for a value read whole
+	// Sum is the blob's hash (blake3, hex, as the content store names
+	// it) when an Ahead computed it while the value's output arrived
+	// (see NewAheadAfter); else "".
+	Sum string
 }
 
 // Reader streams the encoding.
@@ -160,8 +164,17 @@ func Encode(v value.Value, partSize int) (*Encoded, error) {
 }
 
 // EncodeAhead is Encode using the parts that aheads encoded of the
-// strings in v (each Ahead is stopped first).
+// strings in v (each Ahead is stopped first), and the hash of the whole
+// encoding when one of them hashed it ahead (Encoded.Sum).
 func EncodeAhead(v value.Value, partSize int, aheads ...*Ahead) (*Encoded, error) {
+	e, err := encodeAhead(v, partSize, aheads)
+	if err == nil {
+		e.Sum = summedAhead(e, aheads)
+	}
+	return e, err
+}
+
+func encodeAhead(v value.Value, partSize int, aheads []*Ahead) (*Encoded, error) {
 	if partSize <= 0 {
 		partSize = PartSize
 	}
@@ -246,14 +259,14 @@ func encodeRecord(r *value.Record, partSize int, aheads []*Ahead) (*Encoded, err
 		if f.Value == nil {
 			return nil, fmt.Errorf("record field %q has no value", f.Name)
 		}
-		fe, err := EncodeAhead(f.Value, partSize, aheads...)
+		fe, err := encodeAhead(f.Value, partSize, aheads)
 		if err != nil {
 			return nil, err
 		}
 		fields[i] = field{value.AppendQuoted(nil, f.Name), fe}
 		indexed = indexed || fe.Index != nil
 	}
-	head := []byte(`{"$":"record","v":{`)
+	head := []byte(recordHead)
 	e := &Encoded{Pieces: [][]byte{head}, Size: int64(len(head)), Index: &Index{Kind: KindRecord, Count: len(fields)}}
 	for i, f := range fields {
 		if i > 0 {
@@ -282,6 +295,27 @@ func encodeRecord(r *value.Record, partSize int, aheads []*Ahead) (*Encoded, err
 }
 
 var colon, closeRecord = []byte{':'}, []byte("}}")
+
+// How a record's and a string's encodings begin.
+const recordHead, strHead = `{"$":"record","v":{`, `{"$":"str","v":"`
+
+// StrFieldAfter returns the bytes that start the encoding of a record
+// made of r's fields and then a field name holding a string, up to that
+// string's first character: what an Ahead of that string hashes first
+// (NewAheadAfter).
+func StrFieldAfter(r *value.Record, name string) ([]byte, error) {
+	b := []byte(recordHead)
+	for _, f := range r.Fields {
+		enc, err := value.Marshal(f.Value)
+		if err != nil {
+			return nil, err
+		}
+		b = append(value.AppendQuoted(b, f.Name), ':')
+		b = append(append(b, enc...), ',')
+	}
+	b = append(value.AppendQuoted(b, name), ':')
+	return append(b, strHead...), nil
+}
 
 // shift moves every offset of ix (a field's index, made for the field's
 // encoding alone) by d bytes, to where the field lies in its record.
@@ -316,7 +350,7 @@ func (ix *Index) setSize(size int64) {
 // most of the work of spilling it. It returns nil when s is not valid
 // UTF-8 (some part is not: the parts start where characters do).
 func encodeStr(s string, partSize int, aheads []*Ahead) *Encoded {
-	head, tail := []byte(`{"$":"str","v":"`), []byte(`"}`)
+	head, tail := []byte(strHead), []byte(`"}`)
 	var cuts []int // where each part ends
 	for i := 0; i < len(s); {
 		j := min(len(s), i+partSize)
