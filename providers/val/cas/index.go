@@ -3,6 +3,7 @@ package cas
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -43,6 +44,28 @@ func (s *Store) PutIndex(hash string, data []byte) error {
 		return fmt.Errorf("store index of %s: %w", hash, err)
 	}
 	return nil
+}
+
+// IndexHead returns up to n bytes from the start of blob hash's index,
+// and the index's whole size, for a reader that needs only its head.
+func (s *Store) IndexHead(hash string, n int) (head []byte, size int64, err error) {
+	if err := ValidHash(hash); err != nil {
+		return nil, 0, err
+	}
+	f, err := os.Open(s.indexPath(hash))
+	if err != nil {
+		return nil, 0, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, 0, err
+	}
+	head = make([]byte, min(int64(n), st.Size()))
+	if _, err := io.ReadFull(f, head); err != nil {
+		return nil, 0, err
+	}
+	return head, st.Size(), nil
 }
 
 // Index returns the index of blob hash; a blob without one is a

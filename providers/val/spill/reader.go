@@ -4,6 +4,7 @@ import (
 	"container/list"
 	"errors"
 	"io/fs"
+	"math"
 	"sync"
 
 	"github.com/zeebo/blake3"
@@ -168,6 +169,45 @@ func (r *Reader) index(hash string) (*Index, error) {
 	}
 	r.put(&cached{key: k, cost: int64(len(b)) + 64, index: ix})
 	return ix, nil
+}
+
+// headRead is how much of an index headError reads: the head of a
+// table's index holds its column names.
+const headRead = 4 << 10
+
+// headError is the error of a path whose first step the head of the
+// value's index refuses already (a row past the end of a list or table,
+// a column the table lacks, a field of a list), when the index is not
+// loaded: it reads the index's first bytes, not the whole index (1 MB
+// for 10M rows), so a failing read after a start costs about what one
+// costs later. It returns nil when the head does not refuse the step, or
+// cannot tell (no index, a record's, a head that does not fit its file
+// or its blob); the read then goes on as before.
+func (r *Reader) headError(hash string, path value.Path) error {
+	if path.Len() == 0 {
+		return nil
+	}
+	if _, ok := r.get(cacheKey{hash, -1}); ok {
+		return nil
+	}
+	b, size, err := r.store.IndexHead(hash, headRead)
+	if err != nil || size > math.MaxInt {
+		return nil
+	}
+	var ix Index
+	if _, _, _, err := ix.unmarshalHead(b, int(size)); err != nil {
+		return nil
+	}
+	if blob, err := r.store.Size(hash); err != nil || blob != ix.Size {
+		return nil
+	}
+	switch ix.Kind {
+	case KindList:
+		return path.StepError(0, value.Shape{Kind: value.KindList, Len: ix.Count})
+	case KindTable:
+		return path.StepError(0, value.Shape{Kind: value.KindTable, Len: ix.Count, Names: ix.Cols})
+	}
+	return nil
 }
 
 // part returns part k of an indexed value, decoded, and keeps it in the

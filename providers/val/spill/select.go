@@ -28,6 +28,13 @@ type Selected struct {
 // path or slice that fails gives the error path.Eval or
 // value.ApplySliceAt gives on the whole value.
 func (r *Reader) Select(hash string, path value.Path, hasPath bool, sl value.Slice, hasSlice bool) (sel Selected, ok bool, err error) {
+	if hasPath {
+		if _, _, err := value.ApplySliceAt(value.List{}, sl); !hasSlice || err == nil {
+			if err := r.headError(hash, path); err != nil {
+				return Selected{}, false, err
+			}
+		}
+	}
 	ix, err := r.index(hash)
 	if err != nil || ix == nil {
 		return Selected{}, false, err

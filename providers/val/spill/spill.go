@@ -598,35 +598,9 @@ func (ix *Index) unmarshal(b []byte, depth int) error {
 	if bytes.HasPrefix(b, magicRecord) {
 		return ix.unmarshalRecord(b[len(magicRecord):], depth)
 	}
-	rec := partRecord
-	switch {
-	case bytes.HasPrefix(b, magic):
-		ix.Raw = true
-	case bytes.HasPrefix(b, magic1):
-		rec = partRecord1
-	default:
-		return errBadIndex
-	}
-	b = b[len(magic):]
-	if len(b) < 1+8+8+4 {
-		return errBadIndex
-	}
-	ix.Kind = b[0]
-	ix.Count = int(binary.LittleEndian.Uint64(b[1:]))
-	ix.Size = int64(binary.LittleEndian.Uint64(b[9:]))
-	nc := int(binary.LittleEndian.Uint32(b[17:]))
-	b = b[21:]
-	if nc > len(b) || json.Unmarshal(b[:nc], &ix.Cols) != nil {
-		return errBadIndex
-	}
-	b = b[nc:]
-	if len(b) < 4 {
-		return errBadIndex
-	}
-	np := int(binary.LittleEndian.Uint32(b))
-	b = b[4:]
-	if len(b) != np*rec || np == 0 || ix.Count < 0 || ix.Size < 0 {
-		return errBadIndex
+	b, rec, np, err := ix.unmarshalHead(b, len(b))
+	if err != nil {
+		return err
 	}
 	// Checked in place, a record at a time; part decodes them on demand.
 	var end int64
@@ -642,12 +616,51 @@ func (ix *Index) unmarshal(b []byte, depth int) error {
 		end, prev = off+n, first
 	}
 	ix.recs, ix.rec, ix.Parts = b, rec, nil
+	return nil
+}
+
+// unmarshalHead decodes the head of a list's, table's or string's index
+// (all but its part records) from b, the first bytes of an index of size
+// bytes in all, and returns what b holds of the part records, their size
+// and their number.
+func (ix *Index) unmarshalHead(b []byte, size int) (recs []byte, rec, np int, err error) {
+	rec = partRecord
+	switch {
+	case bytes.HasPrefix(b, magic):
+		ix.Raw = true
+	case bytes.HasPrefix(b, magic1):
+		rec = partRecord1
+	default:
+		return nil, 0, 0, errBadIndex
+	}
+	all := len(b)
+	b = b[len(magic):]
+	if len(b) < 1+8+8+4 {
+		return nil, 0, 0, errBadIndex
+	}
+	ix.Kind = b[0]
+	ix.Count = int(binary.LittleEndian.Uint64(b[1:]))
+	ix.Size = int64(binary.LittleEndian.Uint64(b[9:]))
+	nc := int(binary.LittleEndian.Uint32(b[17:]))
+	b = b[21:]
+	if nc > len(b) || json.Unmarshal(b[:nc], &ix.Cols) != nil {
+		return nil, 0, 0, errBadIndex
+	}
+	b = b[nc:]
+	if len(b) < 4 {
+		return nil, 0, 0, errBadIndex
+	}
+	np = int(binary.LittleEndian.Uint32(b))
+	b = b[4:]
+	if size-(all-len(b)) != np*rec || np == 0 || ix.Count < 0 || ix.Size < 0 {
+		return nil, 0, 0, errBadIndex
+	}
 	switch ix.Kind {
 	case KindList, KindTable, KindStr:
 	default:
-		return errBadIndex
+		return nil, 0, 0, errBadIndex
 	}
-	return nil
+	return b, rec, np, nil
 }
 
 // unmarshalRecord decodes a record's index (after its magic): fields in

@@ -424,3 +424,60 @@ func TestRuneCount(t *testing.T) {
 		}
 	}
 }
+
+// TestHeadError: a path whose first step fails on a list or table is
+// refused from the head of the index, with the error the whole value
+// gives, and the index is not loaded for it; a head that does not fit
+// its file is not trusted.
+func TestHeadError(t *testing.T) {
+	s := testStore(t)
+	for _, name := range []string{"table", "list"} {
+		v := testValues()[name]
+		e, err := Encode(v, 4096)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hash, _, err := NewReader(s, 0).PutEncoded(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 2500 // the list's items
+		if tb, ok := v.(*value.Table); ok {
+			n = len(tb.Rows)
+		}
+		for _, src := range []string{fmt.Sprintf("[%d]", n), fmt.Sprintf("[%d].x", n+5), fmt.Sprintf("[-%d]", n+1), ".nope", ".nope[0]"} {
+			path, err := value.ParsePath(src)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, want := path.Eval(v)
+			if want == nil {
+				t.Fatalf("%s %s: the whole value takes this path", name, src)
+			}
+			r := NewReader(s, 1<<20)
+			_, _, err = r.Select(hash, path, true, value.Slice{}, false)
+			if err == nil || err.Error() != want.Error() {
+				t.Fatalf("%s %s: %v, the whole value gives %v", name, src, err, want)
+			}
+			if _, loaded := r.get(cacheKey{hash, -1}); loaded {
+				t.Fatalf("%s %s: the index was loaded", name, src)
+			}
+			good, _ := value.ParsePath("[1]")
+			if _, ok, err := r.Select(hash, good, true, value.Slice{}, false); !ok || err != nil {
+				t.Fatalf("%s: [1] after a refused step: ok %v, %v", name, ok, err)
+			}
+		}
+		// A head whose records are cut short is not trusted.
+		b, err := s.Index(hash)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.PutIndex(hash, b[:len(b)-7]); err != nil {
+			t.Fatal(err)
+		}
+		path, _ := value.ParsePath(fmt.Sprintf("[%d]", n))
+		if _, ok, err := NewReader(s, 0).Select(hash, path, true, value.Slice{}, false); ok || err != nil {
+			t.Fatalf("%s: a cut index answered: ok %v, %v", name, ok, err)
+		}
+	}
+}
