@@ -293,16 +293,7 @@ func (s *Store) PutPiecesSummed(pieces [][]byte, hash string) (size int64, err e
 	for _, p := range pieces {
 		size += int64(len(p))
 	}
-	err = s.putKnown(hash, size, func(f *os.File) error {
-		for rest := pieces; len(rest) > 0; {
-			n := min(len(rest), maxBatch)
-			if err := writeBuffers(f, rest[:n]); err != nil {
-				return err
-			}
-			rest = rest[n:]
-		}
-		return nil
-	})
+	err = s.putKnown(hash, size, func(f *os.File) error { return writeBuffers(f, pieces) })
 	if err != nil {
 		return 0, err
 	}

@@ -599,9 +599,10 @@ func TestPutPieces(t *testing.T) {
 // stored as PutPieces stores them, in batches past IOV_MAX too; a blob
 // already there is not written again (pieces of the same size under its
 // hash leave its bytes as they were); a malformed hash is refused.
+// 5*maxBatch+1 pieces are more than one writev takes (IOV_MAX, 1024).
 func TestPutPiecesSummed(t *testing.T) {
 	s := openStore(t)
-	for _, sizes := range [][]int{{}, {0}, {5}, {0, 3, 0}, {chunkSize + 7, 1, chunkSize - 1, 0, 2 * chunkSize}, slices.Repeat([]int{3}, 3*maxBatch+1)} {
+	for _, sizes := range [][]int{{}, {0}, {5}, {0, 3, 0}, {chunkSize + 7, 1, chunkSize - 1, 0, 2 * chunkSize}, slices.Repeat([]int{3}, 5*maxBatch+1)} {
 		pieces := make([][]byte, len(sizes))
 		for i, n := range sizes {
 			pieces[i] = randBytes(t, n)

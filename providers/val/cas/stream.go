@@ -264,8 +264,8 @@ func (w *blobWriter) reclaim(out int) {
 	}
 }
 
-// maxBatch bounds the slices of one batch of writePieces (IOV_MAX is 1024
-// on Linux).
+// maxBatch bounds the slices of one batch of writePieces and of one
+// writev call (IOV_MAX is 1024 on Linux).
 const maxBatch = 256
 
 // ReadFrom reads r to its end straight into chunk buffers.

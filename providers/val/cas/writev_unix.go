@@ -9,8 +9,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// writeBuffers writes the slices one after the other with writev(2),
-// going on after a short write.
+// writeBuffers writes the slices one after the other with writev(2), at
+// most maxBatch of them a call (IOV_MAX bounds one), going on after a
+// short write.
 func writeBuffers(f *os.File, bs [][]byte) error {
 	rc, err := f.SyscallConn()
 	if err != nil {
@@ -26,7 +27,7 @@ func writeBuffers(f *os.File, bs [][]byte) error {
 		var n int
 		var werr error
 		if err := rc.Write(func(fd uintptr) bool {
-			n, werr = unix.Writev(int(fd), bs)
+			n, werr = unix.Writev(int(fd), bs[:min(len(bs), maxBatch)])
 			return werr != unix.EAGAIN
 		}); err != nil {
 			return err
