@@ -28,22 +28,23 @@ type Selected struct {
 // path or slice that fails gives the error path.Eval or
 // value.ApplySliceAt gives on the whole value.
 func (r *Reader) Select(hash string, path value.Path, hasPath bool, sl value.Slice, hasSlice bool) (sel Selected, ok bool, err error) {
-	if hasPath {
-		if _, _, err := value.ApplySliceAt(value.List{}, sl); !hasSlice || err == nil {
-			if err := r.headError(hash, path); err != nil {
-				return Selected{}, false, err
-			}
+	// A slice the whole value would refuse is refused the same way, once
+	// the value is known to have an index.
+	var slErr error
+	if hasSlice {
+		_, _, slErr = value.ApplySliceAt(value.List{}, sl)
+	}
+	if hasPath && slErr == nil {
+		if err := r.headError(hash, path); err != nil {
+			return Selected{}, false, err
 		}
 	}
 	ix, err := r.index(hash)
 	if err != nil || ix == nil {
 		return Selected{}, false, err
 	}
-	if hasSlice {
-		// A slice the whole value would refuse is refused the same way.
-		if _, _, err := value.ApplySliceAt(value.List{}, sl); err != nil {
-			return Selected{}, false, err
-		}
+	if slErr != nil {
+		return Selected{}, false, slErr
 	}
 	if !hasPath {
 		path = value.Path{}
