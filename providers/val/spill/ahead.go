@@ -241,14 +241,8 @@ func summedAhead(e *Encoded, aheads []*Ahead) string {
 		}
 		parts := a.encoded()[:a.summed]
 		i := slices.IndexFunc(e.Pieces, func(b []byte) bool { return samePiece(b, parts[0].piece) })
-		if i < 0 || len(e.Pieces)-i < len(parts) || !piecesAre(e.Pieces[:i], a.after) {
-			continue
-		}
-		same := true
-		for j, p := range parts {
-			same = same && samePiece(e.Pieces[i+j], p.piece)
-		}
-		if !same {
+		if i < 0 || len(e.Pieces)-i < len(parts) || !piecesAre(e.Pieces[:i], a.after) ||
+			!slices.EqualFunc(e.Pieces[i:i+len(parts)], parts, func(b []byte, p aheadPart) bool { return samePiece(b, p.piece) }) {
 			continue
 		}
 		h := a.sum.Clone()
