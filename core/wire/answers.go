@@ -40,6 +40,10 @@ type Confinement struct {
 	Error string `json:"error,omitempty"`
 	// Mode is the policy's sandbox mode: required or best-effort.
 	Mode string `json:"mode"`
+	// ReadOnlyMounts is true when everything but the writable paths is
+	// mounted read-only for the session, so chmod, chown and touch
+	// (which Landlock does not govern) are refused outside them too.
+	ReadOnlyMounts bool `json:"read_only_mounts"`
 	// Reason says why the session is not (fully) confined.
 	Reason string `json:"reason,omitempty"`
 	// Scoped is true when signals and abstract unix sockets are scoped

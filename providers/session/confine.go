@@ -33,13 +33,14 @@ type confinement struct {
 // View is what session.attach and kernel.status say of it.
 func (c *confinement) View() wire.Confinement {
 	v := wire.Confinement{
-		Confined: c.status.Confined,
-		ABI:      c.status.ABI,
-		Scoped:   c.status.Scoped,
-		Mode:     c.mode(),
-		Writable: c.rules.Writable,
-		Tmp:      c.ws.Tmp,
-		Reason:   c.status.Reason,
+		Confined:       c.status.Confined,
+		ABI:            c.status.ABI,
+		Scoped:         c.status.Scoped,
+		Mode:           c.mode(),
+		ReadOnlyMounts: c.status.ReadOnlyMounts,
+		Writable:       c.rules.Writable,
+		Tmp:            c.ws.Tmp,
+		Reason:         c.status.Reason,
 	}
 	if !policy.WorkspaceWritable(c.ws) {
 		v.WorkspaceWritable = new(bool)
@@ -202,8 +203,9 @@ func (p *Provider) Domain(session string) *sandbox.Domain {
 
 // confinedNote says, in an execution reply, that the run hit the
 // confinement: the paths the sandbox refused the interpreter, or, when a
-// program failed with "Permission denied" in a confined session, that it
-// may have (what a program was refused is not visible from outside it).
+// program failed with "Permission denied" in a confined session (or
+// "Read-only file system" where its mounts are read-only), that it may
+// have (what a program was refused is not visible from outside it).
 func confinedNote(s *sess, res *shell.Result) *core.ConfinedNote {
 	if s.conf == nil || !s.conf.status.Confined {
 		return nil
@@ -213,7 +215,8 @@ func confinedNote(s *sess, res *shell.Result) *core.ConfinedNote {
 	case len(res.Denied) > 0:
 		return &core.ConfinedNote{Denied: res.Denied,
 			Hint: "the OS confinement refused these paths: this session may write " + writable + ", and may not read the state directory or credential files; to go beyond, plan the command (shoal_plan) and have it approved"}
-	case res.Exit != 0 && (strings.Contains(res.Stderr, "Permission denied") || strings.Contains(res.Stderr, "Operation not permitted")):
+	case res.Exit != 0 && (strings.Contains(res.Stderr, "Permission denied") || strings.Contains(res.Stderr, "Operation not permitted") ||
+		(s.conf.status.ReadOnlyMounts && strings.Contains(res.Stderr, "Read-only file system"))):
 		return &core.ConfinedNote{Denied: []string{},
 			Hint: "a program was refused permission; if it wrote outside " + writable + " (or read a credential file), the OS confinement stopped it: plan the command (shoal_plan) to have it approved"}
 	}

@@ -19,9 +19,11 @@ func mapView(c *confinement) map[string]any {
 		"confined": c.status.Confined,
 		"abi":      c.status.ABI,
 		"scoped":   c.status.Scoped,
-		"mode":     map[bool]string{true: policy.SandboxRequired, false: policy.SandboxBestEffort}[c.required],
-		"writable": c.rules.Writable,
-		"tmp":      c.ws.Tmp,
+		// added with the read-only mounts, after the map
+		"read_only_mounts": c.status.ReadOnlyMounts,
+		"mode":             map[bool]string{true: policy.SandboxRequired, false: policy.SandboxBestEffort}[c.required],
+		"writable":         c.rules.Writable,
+		"tmp":              c.ws.Tmp,
 	}
 	if !policy.WorkspaceWritable(c.ws) {
 		v["workspace_writable"] = false

@@ -169,17 +169,36 @@ func StartWorker(rules Rules) (*Worker, error) {
 		syscall.Close(int(mine))
 		return nil, err
 	}
-	cmd := &exec.Cmd{
-		Path:       exe,
-		Args:       []string{"shoal-sandbox"},
-		Env:        []string{envWorker + "=" + string(spec), "PATH=/usr/bin:/bin"},
-		ExtraFiles: []*os.File{theirs},
-		Stderr:     os.Stderr,
-		// Its own group: a Ctrl-C at the kernel's terminal is the
-		// kernel's to handle, and the worker ends its processes itself.
-		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
+	command := func(mounts bool) *exec.Cmd {
+		cmd := &exec.Cmd{
+			Path:       exe,
+			Args:       []string{"shoal-sandbox"},
+			Env:        []string{envWorker + "=" + string(spec), "PATH=/usr/bin:/bin"},
+			ExtraFiles: []*os.File{theirs},
+			Stderr:     os.Stderr,
+			// Its own group: a Ctrl-C at the kernel's terminal is the
+			// kernel's to handle, and the worker ends its processes itself.
+			SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
+		}
+		if mounts {
+			// A mount namespace of its own (made private to it before
+			// the worker runs), for its read-only mounts: see
+			// readOnlyMounts.
+			cmd.SysProcAttr.Unshareflags = syscall.CLONE_NEWNS
+			cmd.Env = append(cmd.Env, envMounts+"=1")
+		}
+		return cmd
 	}
-	if err := cmd.Start(); err != nil {
+	mounts := wantMounts()
+	cmd := command(mounts)
+	err = cmd.Start()
+	if err != nil && mounts {
+		// Refused (a seccomp profile, say): start it without; its
+		// status then says that metadata changes are not refused.
+		cmd = command(false)
+		err = cmd.Start()
+	}
+	if err != nil {
 		syscall.Close(int(mine))
 		return nil, fmt.Errorf("start sandbox worker: %w", err)
 	}

@@ -84,8 +84,21 @@ type Status struct {
 	Scoped bool `json:"scoped"`
 	// Net is true when TCP rules could be applied (ABI 4 and later).
 	Net bool `json:"net"`
+	// ReadOnlyMounts is true when the worker has a mount namespace of its
+	// own in which everything but the writable paths is mounted
+	// read-only, so metadata changes (chmod, chown, utimes), which
+	// Landlock does not govern, fail outside them too.
+	ReadOnlyMounts bool `json:"read_only_mounts"`
 	// Reason says why the domain is not (fully) confined; empty when it is.
 	Reason string `json:"reason,omitempty"`
+}
+
+// joinReason adds why to a status reason.
+func joinReason(reason, why string) string {
+	if reason == "" {
+		return why
+	}
+	return reason + "; " + why
 }
 
 // ErrWorkerGone is returned for requests a worker could not answer

@@ -70,7 +70,20 @@ func workerMain(spec string) int {
 	// The kernel's terminal signals are not the worker's to act on.
 	signal.Ignore(syscall.SIGINT, syscall.SIGQUIT, syscall.SIGHUP, syscall.SIGPIPE)
 
+	var mounts error
+	if os.Getenv(envMounts) == "1" {
+		os.Unsetenv(envMounts)
+		if mounts = readOnlyMounts(rules); mounts == nil {
+			mounts = dropSysAdmin()
+		}
+	} else {
+		mounts = errors.New("the kernel lacks CAP_SYS_ADMIN for a mount namespace of the session's own")
+	}
 	st := confine(rules)
+	st.ReadOnlyMounts = mounts == nil
+	if mounts != nil && st.Confined {
+		st.Reason = joinReason(st.Reason, "metadata changes (chmod, chown, touch) outside the writable paths are not refused: "+mounts.Error())
+	}
 	w.scoped = st.Scoped
 	if !st.Confined && rules.Required {
 		w.write(&reply{Op: "ready", Ready: &st, Err: st.Reason})

@@ -31,6 +31,13 @@ func (e *Evaluator) domainOf(ru *run) *sandbox.Domain {
 	return e.opts.Domain
 }
 
+// refused reports whether err is the OS confinement saying no: EACCES or
+// EPERM from Landlock, or EROFS from the worker's read-only mounts, which
+// answer first for a write outside the writable paths.
+func refused(err error) bool {
+	return errors.Is(err, syscall.EACCES) || errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EROFS)
+}
+
 // openFile opens path for the interpreter: through the domain when there
 // is one, so the OS decides, else directly.
 func (e *Evaluator) openFile(ru *run, path string, flag int, perm os.FileMode) (*os.File, error) {
@@ -39,7 +46,7 @@ func (e *Evaluator) openFile(ru *run, path string, flag int, perm os.FileMode) (
 		return os.OpenFile(path, flag, perm)
 	}
 	f, err := d.Open(path, flag, perm)
-	if err != nil && ru != nil && (errors.Is(err, syscall.EACCES) || errors.Is(err, syscall.EPERM)) {
+	if err != nil && ru != nil && refused(err) {
 		ru.mark(MarkConfined)
 		ru.denied(path)
 	}
@@ -197,7 +204,7 @@ func (e *Evaluator) spawnConfined(ctx context.Context, ru *run, hc interp.Handle
 		if errors.Is(err, sandbox.ErrWorkerGone) || errors.Is(err, sandbox.ErrUnavailable) {
 			return err // ends the run: the session's confinement is gone
 		}
-		if errors.Is(err, syscall.EACCES) && ru != nil {
+		if ru != nil && refused(err) {
 			ru.mark(MarkConfined)
 			ru.denied(path)
 		}
