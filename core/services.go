@@ -161,6 +161,10 @@ type ExecRequest struct {
 	// Widen are paths an approved plan may write beyond the session's
 	// confinement: its run gets a fresh domain with them added.
 	Widen []string `json:"-"`
+	// HostCaps: an approved plan with a whole-machine effect (reboot, a
+	// firewall rule, a kernel module); its run keeps the capabilities a
+	// root kernel's sessions otherwise lose (see sandbox.HostCaps).
+	HostCaps bool `json:"-"`
 }
 
 // ExecReply is an execution reply (SPEC X6).

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -148,4 +149,62 @@ func TestWorkStillWorksConfined(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(ws, ".git", "HEAD")); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// A root kernel's session cannot reboot the machine, even by a system
+// call the analyzer cannot see; a plan with a whole-machine effect, once
+// approved, runs with the capability. The probe passes reboot(2) wrong
+// magic numbers, which it checks after the capability: EPERM without
+// it, EINVAL with it, and nothing reboots either way.
+func TestMachinePlanKeepsCapabilities(t *testing.T) {
+	if sandbox.ABI() < 1 || os.Geteuid() != 0 || runtime.GOARCH != "amd64" {
+		t.Skip("needs Landlock, root and amd64 (reboot is system call 169)")
+	}
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("no python3")
+	}
+	dir := shortDir(t)
+	startKernel(t, dir)
+	agent := attach(t, dir, client.Options{Principal: "agent:worker", Workspace: t.TempDir()})
+	human := attach(t, dir, client.Options{Principal: "human:owner"})
+	ctx := context.Background()
+	const probe = `python3 -c 'import ctypes; l = ctypes.CDLL(None, use_errno=True); l.syscall(169, 0xdead, 0xbeef, 0, 0); print("errno", ctypes.get_errno())'`
+	r, err := agent.Exec(ctx, probe, client.ExecOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(stdoutOf(t, agent, r)); got != "errno 1" {
+		t.Fatalf("in the session: %q, want errno 1 (EPERM)", got)
+	}
+	var plan map[string]any
+	if err := agent.Call(ctx, "plan.create", map[string]string{"source": probe + "; if false; then reboot --help; fi"}, &plan); err != nil {
+		t.Fatal(err)
+	}
+	ref, _ := plan["ref"].(string)
+	if err := human.Call(ctx, "plan.approve", map[string]string{"ref": ref}, nil); err != nil {
+		t.Fatalf("approve %v: %v", plan, err)
+	}
+	var reply client.ExecReply
+	if err := agent.Call(ctx, "plan.apply", map[string]string{"ref": ref}, &reply); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(stdoutOf(t, agent, &reply)); got != "errno 22" {
+		t.Errorf("in the approved plan's run: %q, want errno 22 (EINVAL); plan %v", got, plan)
+	}
+}
+
+// stdoutOf reads an execution's stdout back (a typed string).
+func stdoutOf(t *testing.T, c *client.Client, r *client.ExecReply) string {
+	t.Helper()
+	res, err := c.Read(context.Background(), r.URI+"?path=.stdout")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s struct {
+		V string `json:"v"`
+	}
+	if err := json.Unmarshal(res.StructuredContent, &s); err != nil {
+		t.Fatalf("stdout of %s: %s: %v", r.URI, res.StructuredContent, err)
+	}
+	return s.V
 }

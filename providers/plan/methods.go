@@ -390,7 +390,7 @@ func (p *Provider) Apply(ctx context.Context, c *core.Caller, ref string, timeou
 		release()
 		return nil, rpc.Errorf(rpc.Unavailable, "no executor is loaded, so plan %s cannot run now; it stays unapplied", rec.Ref)
 	}
-	reply, err := ex.Exec(ctx, c, core.ExecRequest{Source: rec.Source, TimeoutMS: timeoutMS, Kind: "plan.apply", SkipPolicy: true, PlanRef: rec.Ref, Widen: widenTargets(rec.EffectDetails)})
+	reply, err := ex.Exec(ctx, c, core.ExecRequest{Source: rec.Source, TimeoutMS: timeoutMS, Kind: "plan.apply", SkipPolicy: true, PlanRef: rec.Ref, Widen: widenTargets(rec.EffectDetails), HostCaps: reachesMachine(rec.EffectDetails)})
 	if err == nil && reply == nil {
 		err = rpc.Errorf(rpc.Internal, "the executor gave no reply for plan %s", rec.Ref)
 	}
@@ -461,6 +461,12 @@ func syntaxError(err error) error {
 // session's confinement, for its own run: the write and delete targets
 // the analyzer derived. A glob or dynamic target names no path and
 // widens nothing (the OS keeps holding that line).
+// reachesMachine reports whether a plan has a whole-machine effect, which
+// its approved run may need the kernel's capabilities for.
+func reachesMachine(effects []analyze.Effect) bool {
+	return slices.ContainsFunc(effects, func(e analyze.Effect) bool { return e.Machine })
+}
+
 func widenTargets(effects []analyze.Effect) []string {
 	var out []string
 	for _, e := range effects {

@@ -160,13 +160,16 @@ func (p *Provider) Confinement(session string) wire.Confinement {
 }
 
 // Widened is a domain for one applied plan: the session's rules plus
-// paths, in a fresh worker (Landlock only narrows, so a wider run needs
-// a new process). The caller closes it after the run.
-func (p *Provider) widened(s *sess, paths []string) *sandbox.Domain {
-	if s.conf == nil || s.conf.domain == nil || len(paths) == 0 {
+// paths, and with hostCaps the kernel's capabilities, in a fresh worker
+// (Landlock only narrows, so a wider run needs a new process). The caller
+// closes it after the run.
+func (p *Provider) widened(s *sess, paths []string, hostCaps bool) *sandbox.Domain {
+	if s.conf == nil || s.conf.domain == nil || (len(paths) == 0 && !hostCaps) {
 		return nil
 	}
-	return sandbox.NewDomain(s.conf.rules.Widen(paths...))
+	r := s.conf.rules.Widen(paths...)
+	r.HostCaps = hostCaps
+	return sandbox.NewDomain(r)
 }
 
 // SandboxStatus is kernel.status's summary: what this system offers, the

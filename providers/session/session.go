@@ -382,7 +382,7 @@ func (p *Provider) exec(ctx context.Context, c *core.Caller, req core.ExecReques
 		once    sync.Once
 	)
 	opts := shell.RunOptions{File: file}
-	if wide := p.widened(s, req.Widen); wide != nil {
+	if wide := p.widened(s, req.Widen, req.HostCaps); wide != nil {
 		// An approved plan's targets, for this run alone, in a worker of
 		// its own; it ends (with whatever it started) after the run.
 		opts.Domain = wide

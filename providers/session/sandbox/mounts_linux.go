@@ -9,11 +9,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
-	"kernel.org/pub/linux/libs/security/libcap/psx"
 )
 
 // Read-only mounts
@@ -40,9 +37,6 @@ const envMounts = "SHOAL_SANDBOX_MOUNTS"
 // atRecursive is AT_RECURSIVE for mount_setattr(2).
 const atRecursive = 0x8000
 
-// capSysAdmin is CAP_SYS_ADMIN's number.
-const capSysAdmin = 21
-
 // wantMounts decides whether a new worker gets read-only mounts (a
 // benchmark turns them off to compare).
 var wantMounts = mayUnshareMounts
@@ -61,7 +55,8 @@ func mayUnshareMounts() bool {
 // readOnlyMounts makes every mount of the worker's namespace read-only
 // but the paths r lets it write, which stay as they were, and the denied
 // paths inside those, which become read-only too. It runs before
-// Landlock (which forbids mount operations) and before dropSysAdmin.
+// Landlock (which forbids mount operations) and before dropCaps takes
+// CAP_SYS_ADMIN away.
 func readOnlyMounts(r Rules) error {
 	wasRO, err := readOnlyNow()
 	if err != nil {
@@ -190,29 +185,4 @@ func mountPaths(paths []string, skipSpecial bool) []string {
 
 func setattr(path string, set, clr uint64) error {
 	return unix.MountSetattr(unix.AT_FDCWD, path, atRecursive, &unix.MountAttr{Attr_set: set, Attr_clr: clr})
-}
-
-// dropSysAdmin removes CAP_SYS_ADMIN from every thread of the worker and
-// from everything it starts: without it nothing in the domain can turn
-// the mounts writable again (mount_setattr(2) has no Landlock hook).
-// psx makes each call on every thread, with or without cgo.
-func dropSysAdmin() error {
-	if _, _, e := psx.Syscall6(syscall.SYS_PRCTL, unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0, 0); e != 0 {
-		return fmt.Errorf("clear ambient capabilities: %w", e)
-	}
-	if _, _, e := psx.Syscall6(syscall.SYS_PRCTL, unix.PR_CAPBSET_DROP, capSysAdmin, 0, 0, 0, 0); e != 0 {
-		return fmt.Errorf("drop CAP_SYS_ADMIN from the bounding set: %w", e)
-	}
-	var data [2]unix.CapUserData
-	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
-	if err := unix.Capget(&hdr, &data[0]); err != nil {
-		return fmt.Errorf("read capabilities: %w", err)
-	}
-	data[0].Effective &^= 1 << capSysAdmin
-	data[0].Permitted &^= 1 << capSysAdmin
-	data[0].Inheritable &^= 1 << capSysAdmin
-	if _, _, e := psx.Syscall3(syscall.SYS_CAPSET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&data[0])), 0); e != 0 {
-		return fmt.Errorf("drop CAP_SYS_ADMIN: %w", e)
-	}
-	return nil
 }

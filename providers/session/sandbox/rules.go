@@ -36,6 +36,10 @@ type Rules struct {
 	// bind.
 	RestrictBind bool     `json:"restrict_bind,omitempty"`
 	BindTCP      []uint16 `json:"bind_tcp,omitempty"`
+	// HostCaps keeps the capabilities a domain otherwise drops (see
+	// HostCapabilities): for one approved plan with a whole-machine
+	// effect.
+	HostCaps bool `json:"host_caps,omitempty"`
 	// Required makes a domain refuse to start when Landlock cannot be
 	// applied; otherwise it starts unconfined and says so in its Status.
 	Required bool `json:"required,omitempty"`

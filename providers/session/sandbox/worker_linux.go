@@ -73,16 +73,21 @@ func workerMain(spec string) int {
 	var mounts error
 	if os.Getenv(envMounts) == "1" {
 		os.Unsetenv(envMounts)
-		if mounts = readOnlyMounts(rules); mounts == nil {
-			mounts = dropSysAdmin()
-		}
+		mounts = readOnlyMounts(rules)
 	} else {
 		mounts = errors.New("the kernel lacks CAP_SYS_ADMIN for a mount namespace of the session's own")
 	}
+	caps := dropCaps(capsToDrop(rules, mounts == nil))
 	st := confine(rules)
-	st.ReadOnlyMounts = mounts == nil
-	if mounts != nil && st.Confined {
+	st.ReadOnlyMounts = mounts == nil && caps == nil
+	if !st.ReadOnlyMounts && st.Confined {
+		if mounts == nil {
+			mounts = caps
+		}
 		st.Reason = joinReason(st.Reason, "metadata changes (chmod, chown, touch) outside the writable paths are not refused: "+mounts.Error())
+	}
+	if caps != nil {
+		st.Reason = joinReason(st.Reason, "the machine-wide capabilities of a root kernel were not dropped: "+caps.Error())
 	}
 	w.scoped = st.Scoped
 	if !st.Confined && rules.Required {
