@@ -51,7 +51,10 @@ func TestPutReaderDurable(t *testing.T) {
 			}
 			next = r[0] + r[1]
 		}
-		if next < 3*writebackStep || next > int64(len(data)) {
+		// Requests start where the goroutine wakes, which is timing: what
+		// is certain is that less than a step is left without one at the
+		// end (stop hands it the last count).
+		if next <= int64(len(data))-writebackStep || next > int64(len(data)) {
 			t.Fatalf("%s: writeback asked for %d of %d bytes: %v", name, next, len(data), ranges)
 		}
 		mu.Unlock()
