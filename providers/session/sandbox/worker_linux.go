@@ -56,6 +56,11 @@ func workerMain(spec string) int {
 		fmt.Fprintf(os.Stderr, "shoal sandbox worker: bad rules: %v\n", err)
 		return 2
 	}
+	// No descriptor of the worker's own, its socket to the kernel above
+	// all, reaches what it starts: a process holding that socket could
+	// read the kernel's requests, take the output pipes they carry and
+	// answer in the worker's name.
+	closeOnExecAbove(2)
 	if err := syscall.SetNonblock(workerFD, false); err != nil {
 		fmt.Fprintf(os.Stderr, "shoal sandbox worker: %v\n", err)
 		return 2
@@ -346,4 +351,21 @@ func children() []int {
 		}
 	}
 	return out
+}
+
+// closeRangeCloexec is CLOSE_RANGE_CLOEXEC for close_range(2).
+const closeRangeCloexec = 1 << 2
+
+// closeOnExecAbove marks every descriptor above fd close-on-exec: what
+// this process inherited stays open in it and in nothing it starts.
+func closeOnExecAbove(fd int) {
+	if unix.CloseRange(uint(fd+1), ^uint(0), closeRangeCloexec) == nil {
+		return
+	}
+	ents, _ := os.ReadDir("/proc/self/fd") // before Linux 5.11
+	for _, e := range ents {
+		if n, err := strconv.Atoi(e.Name()); err == nil && n > fd {
+			syscall.CloseOnExec(n)
+		}
+	}
 }
