@@ -38,6 +38,9 @@ type Confinement struct {
 	Confined bool `json:"confined"`
 	// Error is why the session's confinement could not start.
 	Error string `json:"error,omitempty"`
+	// MaxTasks is the limit on the processes and threads the session
+	// holds at once (a pids cgroup); absent when none could be set.
+	MaxTasks int `json:"max_tasks,omitempty"`
 	// Mode is the policy's sandbox mode: required or best-effort.
 	Mode string `json:"mode"`
 	// ReadOnlyMounts is true when everything but the writable paths is

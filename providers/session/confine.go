@@ -38,6 +38,7 @@ func (c *confinement) View() wire.Confinement {
 		Scoped:         c.status.Scoped,
 		Mode:           c.mode(),
 		ReadOnlyMounts: c.status.ReadOnlyMounts,
+		MaxTasks:       c.status.MaxTasks,
 		Writable:       c.rules.Writable,
 		Tmp:            c.ws.Tmp,
 		Reason:         c.status.Reason,

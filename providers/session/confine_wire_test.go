@@ -32,6 +32,9 @@ func mapView(c *confinement) map[string]any {
 	if c.status.Reason != "" {
 		v["reason"] = c.status.Reason
 	}
+	if c.status.MaxTasks != 0 { // added with the pids cgroup, after the map
+		v["max_tasks"] = c.status.MaxTasks
+	}
 	if c.err != nil {
 		v["error"] = c.err.Error()
 	}
@@ -60,7 +63,7 @@ func TestConfinementBytes(t *testing.T) {
 	for name, c := range map[string]*confinement{
 		"empty": {},
 		"filled": {required: true, err: errors.New("worker failed"),
-			status: sandbox.Status{Confined: true, ABI: 7, Scoped: true, Net: true, Reason: "partly"},
+			status: sandbox.Status{Confined: true, ABI: 7, Scoped: true, Net: true, ReadOnlyMounts: true, MaxTasks: 4096, Reason: "partly"},
 			rules:  sandbox.Rules{Writable: []string{dir, "/tmp/x"}},
 			ws:     policy.Workspace{Dir: "/", Tmp: "/tmp/x"}},
 		"writable workspace": {status: sandbox.Status{Confined: true, ABI: 6},

@@ -3,6 +3,7 @@
 package sandbox
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -102,6 +103,7 @@ type Worker struct {
 	conn   blockingConn
 	cmd    *exec.Cmd
 	status Status
+	group  *pidsGroup // its pids cgroup; nil without one
 
 	wmu sync.Mutex
 
@@ -202,8 +204,11 @@ func StartWorker(rules Rules) (*Worker, error) {
 		syscall.Close(int(mine))
 		return nil, fmt.Errorf("start sandbox worker: %w", err)
 	}
+	// Into its pids cgroup before it can start anything.
+	maxTasks := cmp.Or(rules.MaxTasks, DefaultMaxTasks)
+	group, _ := joinPidsGroup(cmd.Process.Pid, maxTasks)
 	w := &Worker{
-		conn: mine, cmd: cmd,
+		conn: mine, cmd: cmd, group: group,
 		pending: map[uint64]chan answer{}, procs: map[int]*Proc{}, early: map[int]syscall.WaitStatus{},
 		done: make(chan struct{}),
 	}
@@ -223,6 +228,9 @@ func StartWorker(rules Rules) (*Worker, error) {
 		return nil, fmt.Errorf("start sandbox worker: %w", err)
 	}
 	w.status = *ready.Ready
+	if group != nil {
+		w.status.MaxTasks = maxTasks
+	}
 	if !w.status.Confined && rules.Required {
 		w.kill()
 		syscall.Close(int(mine))
@@ -306,7 +314,10 @@ func (w *Worker) fail(err error) {
 	}
 	// Wakes the reader from recvmsg; it closes the descriptor.
 	syscall.Shutdown(int(w.conn), syscall.SHUT_RDWR)
-	go w.cmd.Wait()
+	go func() {
+		w.cmd.Wait()
+		w.group.remove()
+	}()
 }
 
 // call sends one request and waits for its answer.

@@ -36,6 +36,9 @@ type Rules struct {
 	// bind.
 	RestrictBind bool     `json:"restrict_bind,omitempty"`
 	BindTCP      []uint16 `json:"bind_tcp,omitempty"`
+	// MaxTasks bounds the processes and threads the domain holds at once
+	// (0: DefaultMaxTasks), where a pids cgroup can be made for it.
+	MaxTasks int `json:"max_tasks,omitempty"`
 	// HostCaps keeps the capabilities a domain otherwise drops (see
 	// HostCapabilities): for one approved plan with a whole-machine
 	// effect.
@@ -93,6 +96,9 @@ type Status struct {
 	// read-only, so metadata changes (chmod, chown, utimes), which
 	// Landlock does not govern, fail outside them too.
 	ReadOnlyMounts bool `json:"read_only_mounts"`
+	// MaxTasks is the limit on the processes and threads the domain holds
+	// at once; 0 when no pids cgroup could be made for it.
+	MaxTasks int `json:"max_tasks,omitempty"`
 	// Reason says why the domain is not (fully) confined; empty when it is.
 	Reason string `json:"reason,omitempty"`
 }
