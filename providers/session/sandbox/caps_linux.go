@@ -45,7 +45,8 @@ var HostCapabilities = []struct {
 	{unix.CAP_SYS_RAWIO, "sys_rawio"},
 	{unix.CAP_SYS_PACCT, "sys_pacct"},
 	{unix.CAP_SYS_BOOT, "sys_boot"},
-	{unix.CAP_SYS_NICE, "sys_nice"}, // real-time scheduling can starve the machine
+	{unix.CAP_SYS_NICE, "sys_nice"},         // real-time scheduling can starve the machine
+	{unix.CAP_SYS_RESOURCE, "sys_resource"}, // the disk's reserved blocks, a lower oom_score_adj
 	{unix.CAP_SYS_TIME, "sys_time"},
 	{unix.CAP_SYS_TTY_CONFIG, "sys_tty_config"},
 	{unix.CAP_AUDIT_CONTROL, "audit_control"},

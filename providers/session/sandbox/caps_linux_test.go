@@ -95,3 +95,14 @@ func capBit(t *testing.T, line string, c int) bool {
 	}
 	return v&(1<<c) != 0
 }
+
+// What a session runs goes first when memory runs out, and cannot move
+// itself back behind the kernel.
+func TestSessionsGoFirstOnOOM(t *testing.T) {
+	needLandlock(t)
+	ws, _, _, d := fixture(t)
+	out, _ := run(t, d, ws, "/bin/sh", "-c", "cat /proc/self/oom_score_adj; echo 0 > /proc/self/oom_score_adj; cat /proc/self/oom_score_adj")
+	if f := strings.Fields(out); len(f) < 2 || f[0] != "500" || f[len(f)-1] != "500" {
+		t.Errorf("oom_score_adj in a session: %q", out)
+	}
+}

@@ -61,6 +61,10 @@ func workerMain(spec string) int {
 	// read the kernel's requests, take the output pipes they carry and
 	// answer in the worker's name.
 	closeOnExecAbove(2)
+	// When memory runs out, what the session runs goes before the kernel
+	// (children inherit this; lowering it needs CAP_SYS_RESOURCE, which
+	// dropCaps takes away).
+	_ = os.WriteFile("/proc/self/oom_score_adj", []byte(strconv.Itoa(oomScoreAdj)), 0)
 	if err := syscall.SetNonblock(workerFD, false); err != nil {
 		fmt.Fprintf(os.Stderr, "shoal sandbox worker: %v\n", err)
 		return 2
@@ -352,6 +356,10 @@ func children() []int {
 	}
 	return out
 }
+
+// oomScoreAdj is a worker's oom_score_adj (-1000 to 1000): the OOM
+// killer picks a session's processes well before the kernel's.
+const oomScoreAdj = 500
 
 // closeRangeCloexec is CLOSE_RANGE_CLOEXEC for close_range(2).
 const closeRangeCloexec = 1 << 2
