@@ -65,14 +65,18 @@ func readOnlyMounts(r Rules) error {
 	// Only the outermost writable paths become mounts: one inside
 	// another is covered by its recursive flags, and a mount point cannot
 	// be removed or renamed (an approved plan's target must be).
+	// A writable path inside a denied one stays read-only, as Landlock
+	// leaves it out (splitAround).
+	denied := mountPaths(r.Denied, false)
 	var rw []string
 	for _, p := range mountPaths(slices.Concat(r.Writable, r.Entries, r.FileRW, r.Devices), true) {
-		if !slices.ContainsFunc(rw, func(w string) bool { return within(p, w) }) {
+		if !slices.ContainsFunc(rw, func(w string) bool { return within(p, w) }) &&
+			!slices.ContainsFunc(denied, func(d string) bool { return within(p, d) }) {
 			rw = append(rw, p)
 		}
 	}
 	var ro []string
-	for _, d := range mountPaths(r.Denied, false) {
+	for _, d := range denied {
 		if slices.ContainsFunc(rw, func(w string) bool { return within(d, w) }) {
 			ro = append(ro, d)
 		}

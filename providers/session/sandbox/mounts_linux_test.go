@@ -151,3 +151,20 @@ func BenchmarkWorkerStart(b *testing.B) {
 	b.ReportMetric(float64(median(without).Microseconds()), "plain-µs")
 	b.ReportMetric(float64(median(with))/float64(median(without)), "ratio")
 }
+
+// A writable path inside a denied one gets no writable mount: its
+// files' metadata stays out of reach too.
+func TestWritableInsideDeniedStaysReadOnly(t *testing.T) {
+	needMounts(t)
+	ws, _, denied, _ := fixture(t)
+	inner := filepath.Join(denied, "inner")
+	os.Mkdir(inner, 0o755)
+	f := filepath.Join(inner, "f")
+	os.WriteFile(f, []byte("x"), 0o644)
+	d := NewDomain(Rules{Writable: []string{ws, inner}, Denied: []string{denied}, Devices: DefaultDevices, Required: true})
+	defer d.Close()
+	out, _ := run(t, d, ws, "/bin/sh", "-c", "chmod 777 "+f+"; echo done")
+	if fi, err := os.Stat(f); err != nil || fi.Mode().Perm() != 0o644 {
+		t.Errorf("the file inside the denied dir changed: %v %v (%q)", fi.Mode(), err, out)
+	}
+}
