@@ -11,6 +11,7 @@ import (
 // other: not the worker's socket to the kernel, nor anything the worker
 // inherited.
 func TestNoDescriptorLeaks(t *testing.T) {
+	needLandlock(t)
 	ws, _, _, d := fixture(t)
 	out, _ := run(t, d, ws, "/bin/sh", "-c", "exec ls -l /proc/self/fd")
 	var fds []string
